@@ -1,0 +1,130 @@
+// Elementwise kernels. Reference: one scalar loop. Fast: chunks across the pool, with f32 inner loops
+// written so the compiler vectorises the cheap kinds (relu, clamp, scale, add, mul).
+#include "backend/cpu/elementwise.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/dispatch.h"
+#include "core/thread_pool.h"
+
+namespace mb::cpu {
+
+using ops::BinaryKind;
+using ops::UnaryKind;
+using ops::UnaryParams;
+
+static inline float apply_unary(float v, const UnaryParams& p) {
+  switch (p.kind) {
+    case UnaryKind::GeluTanh: return gelu_tanh_f(v);
+    case UnaryKind::Silu: return silu_f(v);
+    case UnaryKind::Relu: return v > 0.f ? v : (v == v ? 0.f : v);  // NaN propagates
+    case UnaryKind::Sigmoid: return sigmoid_f(v);
+    case UnaryKind::Softplus: return softplus_f(v);
+    case UnaryKind::Softcap: return p.a * std::tanh(v / p.a);
+    case UnaryKind::Clamp: return v < p.a ? p.a : (v > p.b ? p.b : v);  // NaN propagates
+    case UnaryKind::Scale: return v * p.a;
+  }
+  return v;
+}
+
+void unary_ref(const Tensor& x, Tensor& out, const UnaryParams& p) {
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xs = x.data_as<const T>();
+    T* ys = out.data_as<T>();
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) store_f32(ys + i, apply_unary(load_f32(xs + i), p));
+  });
+}
+
+// One contiguous f32 span per kind, so each loop body is branch-free and vectorisable.
+template <UnaryKind K>
+static void unary_span_f32(const float* x, float* y, int64_t n, const UnaryParams& p) {
+  UnaryParams q = p;
+  q.kind = K;
+  for (int64_t i = 0; i < n; ++i) y[i] = apply_unary(x[i], q);
+}
+
+static void unary_span_f32_dispatch(const float* x, float* y, int64_t n, const UnaryParams& p) {
+  switch (p.kind) {
+    case UnaryKind::GeluTanh: return unary_span_f32<UnaryKind::GeluTanh>(x, y, n, p);
+    case UnaryKind::Silu: return unary_span_f32<UnaryKind::Silu>(x, y, n, p);
+    case UnaryKind::Relu: return unary_span_f32<UnaryKind::Relu>(x, y, n, p);
+    case UnaryKind::Sigmoid: return unary_span_f32<UnaryKind::Sigmoid>(x, y, n, p);
+    case UnaryKind::Softplus: return unary_span_f32<UnaryKind::Softplus>(x, y, n, p);
+    case UnaryKind::Softcap: return unary_span_f32<UnaryKind::Softcap>(x, y, n, p);
+    case UnaryKind::Clamp: return unary_span_f32<UnaryKind::Clamp>(x, y, n, p);
+    case UnaryKind::Scale: return unary_span_f32<UnaryKind::Scale>(x, y, n, p);
+  }
+}
+
+void unary_fast(const Tensor& x, Tensor& out, const UnaryParams& p) {
+  const int64_t n = x.numel();
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xs = x.data_as<const T>();
+    T* ys = out.data_as<T>();
+    parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+      if constexpr (std::is_same_v<T, float>) {
+        unary_span_f32_dispatch(xs + b, ys + b, e - b, p);
+      } else {
+        // Convert through a small f32 tile so the math loop stays vectorisable.
+        float tile[256];
+        for (int64_t s = b; s < e; s += 256) {
+          int64_t m = std::min<int64_t>(256, e - s);
+          for (int64_t i = 0; i < m; ++i) tile[i] = load_f32(xs + s + i);
+          unary_span_f32_dispatch(tile, tile, m, p);
+          for (int64_t i = 0; i < m; ++i) store_f32(ys + s + i, tile[i]);
+        }
+      }
+    });
+  });
+}
+
+static inline float apply_binary(float a, float b, BinaryKind k) { return k == BinaryKind::Add ? a + b : a * b; }
+
+void binary_ref(const Tensor& a, const Tensor& b, Tensor& out, BinaryKind k) {
+  const int64_t n = a.numel(), nb = b.numel();
+  dispatch_float(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* as = a.data_as<const T>();
+    const T* bs = b.data_as<const T>();
+    T* ys = out.data_as<T>();
+    for (int64_t i = 0; i < n; ++i) store_f32(ys + i, apply_binary(load_f32(as + i), load_f32(bs + i % nb), k));
+  });
+}
+
+void binary_fast(const Tensor& a, const Tensor& b, Tensor& out, BinaryKind k) {
+  const int64_t n = a.numel(), nb = b.numel();
+  dispatch_float(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* as = a.data_as<const T>();
+    const T* bs = b.data_as<const T>();
+    T* ys = out.data_as<T>();
+    if (nb == n || nb == 1) {
+      parallel_for(n, kElementwiseGrain, [&](int64_t s, int64_t e) {
+        if (nb == 1) {
+          const float bv = load_f32(bs);
+          if (k == BinaryKind::Add) for (int64_t i = s; i < e; ++i) store_f32(ys + i, load_f32(as + i) + bv);
+          else for (int64_t i = s; i < e; ++i) store_f32(ys + i, load_f32(as + i) * bv);
+        } else {
+          if (k == BinaryKind::Add) for (int64_t i = s; i < e; ++i) store_f32(ys + i, load_f32(as + i) + load_f32(bs + i));
+          else for (int64_t i = s; i < e; ++i) store_f32(ys + i, load_f32(as + i) * load_f32(bs + i));
+        }
+      });
+      return;
+    }
+    // Row broadcast: b is one row of nb elements, repeated over n / nb rows.
+    const int64_t rows = n / nb;
+    parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / nb), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* ar = as + r * nb;
+        T* yr = ys + r * nb;
+        if (k == BinaryKind::Add) for (int64_t i = 0; i < nb; ++i) store_f32(yr + i, load_f32(ar + i) + load_f32(bs + i));
+        else for (int64_t i = 0; i < nb; ++i) store_f32(yr + i, load_f32(ar + i) * load_f32(bs + i));
+      }
+    });
+  });
+}
+
+}  // namespace mb::cpu

@@ -1,0 +1,32 @@
+// numpy <-> Tensor exchange and the argument conventions shared by every binding file.
+// Op bindings follow one shape:  ops.NAME(inputs..., *, params..., out=None, device="cpu", reference=False)
+// returning the output Tensor (a fresh one unless `out` was given).
+#pragma once
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+
+#include "core/device.h"
+#include "core/tensor.h"
+
+namespace mb::py_bind {
+
+namespace py = pybind11;
+
+// Zero-copy view of a numpy array when its dtype maps directly (float32, float16, int32, int64, uint8,
+// bool). `dtype` overrides: "bf16" reinterprets a uint16 array, or converts a float array (round to
+// nearest even) into a new bf16 tensor; other overrides convert with a copy.
+Tensor tensor_from_numpy(const py::array& arr, const std::optional<std::string>& dtype);
+// Zero-copy numpy view of a tensor (bf16 appears as uint16); keeps the tensor's memory alive.
+py::array tensor_to_numpy(const Tensor& t);
+// Accepts a Tensor, or anything numpy turns into an array (zero-copy where possible).
+Tensor as_tensor(const py::handle& obj, const char* op, const char* arg);
+std::optional<Tensor> as_optional_tensor(const py::object& obj, const char* op, const char* arg);
+// The output tensor: `out` when given, else a fresh owning tensor of that dtype and shape.
+Tensor out_or_empty(const py::object& out, const char* op, DType dtype, const Shape& shape);
+Exec make_exec(const std::string& device, bool reference);
+
+}  // namespace mb::py_bind

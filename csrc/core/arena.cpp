@@ -1,0 +1,43 @@
+#include "core/arena.h"
+
+#include <cstdlib>
+
+#include "core/errors.h"
+
+namespace mb {
+
+Arena::Arena(size_t capacity_bytes) : capacity_((capacity_bytes + 63) / 64 * 64) {
+  void* p = std::aligned_alloc(64, capacity_ ? capacity_ : 64);
+  if (!p) throw MarkbaseError(cat("out of memory reserving an arena of ", capacity_bytes, " bytes"));
+  buffer_ = std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { std::free(q); });
+}
+
+void* Arena::allocate(size_t bytes, size_t align) {
+  if (align == 0 || (align & (align - 1))) throw InputError(cat("arena: alignment ", align, " is not a power of two"));
+  size_t start = (used_ + align - 1) / align * align;
+  if (start > capacity_ || bytes > capacity_ - start)
+    throw MarkbaseError(cat("arena exhausted: asked for ", bytes, " bytes with ", capacity_ - std::min(start, capacity_),
+                            " of ", capacity_, " left"));
+  used_ = start + bytes;
+  if (used_ > high_water_) high_water_ = used_;
+  return buffer_.get() + start;
+}
+
+Tensor Arena::tensor(DType dtype, const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw InputError(cat("arena: negative dimension in ", shape_str(shape)));
+    n *= d;
+  }
+  size_t bytes = size_t(n / dtype_block_size(dtype)) * dtype_itemsize(dtype);
+  void* p = allocate(bytes);
+  // The buffer's shared_ptr keeps the memory alive; validity past reset() is the caller's contract.
+  return Tensor::wrap_contiguous(p, dtype, shape, buffer_, StorageKind::Arena);
+}
+
+void Arena::reset(size_t mark) {
+  if (mark > used_) throw InputError(cat("arena: reset to ", mark, " beyond used ", used_));
+  used_ = mark;
+}
+
+}  // namespace mb

@@ -1,0 +1,33 @@
+// Arena: a bump allocator for activations. One forward pass allocates from it and resets it at the end,
+// so steady-state decoding performs no heap allocation per token.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+#include "core/tensor.h"
+
+namespace mb {
+
+class Arena {
+ public:
+  explicit Arena(size_t capacity_bytes);
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // 64-byte aligned; throws MarkbaseError naming the request when the arena is exhausted.
+  void* allocate(size_t bytes, size_t align = 64);
+  // A tensor whose memory lives in this arena (valid until reset past its mark).
+  Tensor tensor(DType dtype, const Shape& shape);
+
+  size_t mark() const { return used_; }
+  void reset(size_t mark = 0);
+  size_t used() const { return used_; }
+  size_t capacity() const { return capacity_; }
+  size_t high_water() const { return high_water_; }
+
+ private:
+  std::shared_ptr<char> buffer_;
+  size_t capacity_ = 0, used_ = 0, high_water_ = 0;
+};
+
+}  // namespace mb

@@ -1,0 +1,45 @@
+#include "core/device.h"
+
+#include "core/errors.h"
+
+namespace mb {
+
+const char* device_name(Device d) {
+  switch (d) {
+    case Device::CPU: return "cpu";
+    case Device::MetalSim: return "metal-sim";
+    case Device::Metal: return "metal";
+  }
+  return "?";
+}
+
+std::vector<std::string> built_devices() {
+  std::vector<std::string> out;
+#ifdef MARKBASE_HAS_METAL
+  out.push_back("metal");
+#endif
+#ifdef MARKBASE_HAS_METAL_SIM
+  out.push_back("metal-sim");
+#endif
+  out.push_back("cpu");
+  return out;
+}
+
+Device device_from_name(std::string_view name) {
+  Device d;
+  if (name == "cpu") d = Device::CPU;
+  else if (name == "metal-sim") d = Device::MetalSim;
+  else if (name == "metal") d = Device::Metal;
+  else throw DeviceError(cat("unknown device '", name, "' (expected cpu, metal or metal-sim)"));
+  for (const auto& b : built_devices())
+    if (b == name) return d;
+  if (d == Device::Metal)
+    throw DeviceError("device 'metal' is not available: this build has no Metal backend (it needs macOS on Apple silicon)");
+  throw DeviceError(cat("device '", name, "' is not built into this markbase (built: cpu",
+#ifdef MARKBASE_HAS_METAL_SIM
+                        ", metal-sim",
+#endif
+                        "); metal-sim needs clang 22 or newer at build time"));
+}
+
+}  // namespace mb

@@ -1,0 +1,87 @@
+#include "ops/check.h"
+
+#include <algorithm>
+
+namespace mb::ops {
+
+void Check::fail(const std::string& msg) const { throw InputError(cat(op, ": ", msg)); }
+
+void Check::defined(const Tensor& t, const char* name) const {
+  if (!t.defined()) fail(cat(name, " is missing"));
+}
+
+void Check::rank(const Tensor& t, const char* name, int64_t r) const {
+  defined(t, name);
+  if (t.dim() != r) fail(cat(name, " must have ", r, " dimensions, got ", t.describe()));
+}
+
+void Check::rank_between(const Tensor& t, const char* name, int64_t lo, int64_t hi) const {
+  defined(t, name);
+  if (t.dim() < lo || t.dim() > hi) fail(cat(name, " must have ", lo, " to ", hi, " dimensions, got ", t.describe()));
+}
+
+void Check::dtype(const Tensor& t, const char* name, std::initializer_list<DType> allowed) const {
+  defined(t, name);
+  for (DType d : allowed)
+    if (t.dtype() == d) return;
+  std::string list;
+  for (DType d : allowed) {
+    if (!list.empty()) list += ", ";
+    list += dtype_name(d);
+  }
+  fail(cat(name, " has dtype ", dtype_name(t.dtype()), "; expected one of: ", list));
+}
+
+void Check::contiguous(const Tensor& t, const char* name) const {
+  if (!t.is_contiguous()) fail(cat(name, " ", t.describe(), " must be contiguous"));
+}
+
+void Check::inner_contiguous(const Tensor& t, const char* name) const {
+  if (t.dim() > 0 && t.size(-1) > 1 && t.stride(-1) != 1) fail(cat(name, " ", t.describe(), " must have a contiguous last dimension"));
+}
+
+void Check::size(const Tensor& t, const char* name, int64_t dim, int64_t expected, const char* why) const {
+  if (t.size(dim) != expected)
+    fail(cat(name, " ", t.describe(), ": dimension ", dim, " must be ", expected, why ? cat(" (", why, ")") : std::string()));
+}
+
+void Check::same_shape(const Tensor& a, const char* an, const Tensor& b, const char* bn) const {
+  defined(a, an);
+  defined(b, bn);
+  if (a.shape() != b.shape()) fail(cat(an, " ", a.describe(), " and ", bn, " ", b.describe(), " must have the same shape"));
+}
+
+void Check::output(const Tensor& out, const char* name, const Shape& shape, DType dtype) const {
+  defined(out, name);
+  if (out.shape() != shape) fail(cat(name, " must have shape ", shape_str(shape), ", got ", out.describe()));
+  if (out.dtype() != dtype) fail(cat(name, " must have dtype ", dtype_name(dtype), ", got ", dtype_name(out.dtype())));
+  if (!out.writable()) fail(cat(name, " is read-only"));
+  contiguous(out, name);
+}
+
+void byte_span(const Tensor& t, const char** lo, const char** hi) {
+  const char* base = static_cast<const char*>(t.data());
+  int64_t item = int64_t(dtype_itemsize(t.dtype()));
+  int64_t mn = 0, mx = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) == 0) { *lo = *hi = base; return; }
+    int64_t ext = (t.size(d) - 1) * t.stride(d);
+    (ext < 0 ? mn : mx) += ext;
+  }
+  *lo = base + mn * item;
+  *hi = base + (mx + 1) * item;
+}
+
+void Check::no_alias(const Tensor& out, const char* oname, const Tensor& in, const char* iname) const {
+  if (!out.defined() || !in.defined() || out.numel() == 0 || in.numel() == 0) return;
+  const char *a0, *a1, *b0, *b1;
+  byte_span(out, &a0, &a1);
+  byte_span(in, &b0, &b1);
+  if (a0 < b1 && b0 < a1) fail(cat(oname, " overlaps input ", iname, " in memory (outputs may not alias inputs)"));
+}
+
+void Check::device(const Exec& ex) const {
+  if (ex.device != Device::CPU) throw DeviceError(cat(op, ": no kernel for device ", device_name(ex.device), " yet"));
+}
+
+}  // namespace mb::ops

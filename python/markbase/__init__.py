@@ -1,0 +1,30 @@
+"""markbase: a native inference engine for the Gemma 4 model family."""
+
+from . import _core
+from ._core import (
+    CheckpointError,
+    ConfigError,
+    DeviceError,
+    InputError,
+    MarkbaseError,
+    Tensor,
+)
+
+__version__: str = _core.__version__
+
+
+def devices() -> list[str]:
+    """The backends built into this installation, in order of preference (for device="auto")."""
+    return list(_core.devices())
+
+
+__all__ = [
+    "__version__",
+    "devices",
+    "Tensor",
+    "MarkbaseError",
+    "CheckpointError",
+    "ConfigError",
+    "InputError",
+    "DeviceError",
+]
