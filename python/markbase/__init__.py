@@ -10,6 +10,9 @@ from ._core import (
     Tensor,
 )
 
+from .api import Model, Session, load
+from .validate import Report, validate
+
 __version__: str = _core.__version__
 
 
@@ -21,6 +24,11 @@ def devices() -> list[str]:
 __all__ = [
     "__version__",
     "devices",
+    "load",
+    "validate",
+    "Model",
+    "Session",
+    "Report",
     "Tensor",
     "MarkbaseError",
     "CheckpointError",

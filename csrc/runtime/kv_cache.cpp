@@ -1,0 +1,73 @@
+#include "runtime/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/errors.h"
+
+namespace mb::runtime {
+
+LayerKvCache::LayerKvCache(int64_t n_kv, int64_t head_dim, int64_t window, int64_t max_chunk, int64_t max_context)
+    : n_kv_(n_kv), d_(head_dim), window_(window), max_context_(max_context) {
+  if (window > 0) {
+    grow_to(std::min(window - 1 + max_chunk, max_context));
+  } else {
+    grow_to(std::min<int64_t>(max_context, 256));
+  }
+}
+
+void LayerKvCache::grow_to(int64_t capacity) {
+  Tensor k = Tensor::zeros(DType::F32, {capacity, n_kv_, d_});
+  Tensor v = Tensor::zeros(DType::F32, {capacity, n_kv_, d_});
+  Tensor pos = Tensor::empty(DType::I32, {capacity});
+  std::fill_n(pos.data_as<int32_t>(), capacity, -1);
+  if (capacity_ > 0) {  // only full caches grow: slots are in token order, copy them over
+    int64_t held = std::min(written_, capacity_);
+    std::memcpy(k.data(), k_.data(), size_t(held * n_kv_ * d_) * sizeof(float));
+    std::memcpy(v.data(), v_.data(), size_t(held * n_kv_ * d_) * sizeof(float));
+    std::memcpy(pos.data(), pos_.data(), size_t(held) * sizeof(int32_t));
+  }
+  k_ = k;
+  v_ = v;
+  pos_ = pos;
+  capacity_ = capacity;
+}
+
+void LayerKvCache::append(const Tensor& k_new, const Tensor& v_new, int64_t p0) {
+  const int64_t T = k_new.size(0);
+  const int64_t row = n_kv_ * d_;
+  if (window_ == 0 && written_ + T > capacity_) {
+    if (written_ + T > max_context_) throw InputError(cat("KV cache: ", written_ + T, " tokens exceed the context limit ", max_context_));
+    int64_t cap = capacity_;
+    while (cap < written_ + T) cap *= 2;
+    grow_to(std::min(cap, max_context_));
+  }
+  if (window_ > 0 && T > capacity_ - (window_ - 1))
+    throw InputError(cat("KV cache: a chunk of ", T, " tokens exceeds the ring's chunk capacity ", capacity_ - (window_ - 1)));
+  const float* ks = k_new.data_as<const float>();
+  const float* vs = v_new.data_as<const float>();
+  float* kd = k_.data_as<float>();
+  float* vd = v_.data_as<float>();
+  int32_t* pd = pos_.data_as<int32_t>();
+  for (int64_t t = 0; t < T; ++t) {
+    int64_t slot = (written_ + t) % capacity_;
+    std::memcpy(kd + slot * row, ks + t * row, size_t(row) * sizeof(float));
+    std::memcpy(vd + slot * row, vs + t * row, size_t(row) * sizeof(float));
+    pd[slot] = int32_t(p0 + t);
+  }
+  written_ += T;
+}
+
+void LayerKvCache::reset() {
+  written_ = 0;
+  std::fill_n(pos_.data_as<int32_t>(), capacity_, -1);
+}
+
+int64_t LayerKvCache::tokens_held() const { return std::min(written_, capacity_); }
+
+// Full caches expose only the filled prefix; rings expose every slot (empty ones carry position −1).
+Tensor LayerKvCache::keys() const { return window_ ? k_ : k_.slice(0, 0, tokens_held()); }
+Tensor LayerKvCache::values() const { return window_ ? v_ : v_.slice(0, 0, tokens_held()); }
+Tensor LayerKvCache::positions() const { return window_ ? pos_ : pos_.slice(0, 0, tokens_held()); }
+
+}  // namespace mb::runtime

@@ -1,0 +1,205 @@
+"""The public Python API: `markbase.load(path)` → Model (logits, sessions)."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Iterable
+
+import numpy as np
+
+from . import _core
+from ._core import CheckpointError, DeviceError, InputError, MarkbaseError
+
+_TORCH_LIKE_INT_KINDS = ("i", "u")
+
+
+def _round_to_dtype(value: float, dtype: str) -> float:
+    """`value` as the checkpoint's storage dtype would hold it (transformers casts embed_scale to it)."""
+    f = np.float32(value)
+    if dtype == "BF16":
+        bits = np.array([f], np.float32).view(np.uint32)[0]
+        bits = (int(bits) + 0x7FFF + ((int(bits) >> 16) & 1)) >> 16 << 16
+        return float(np.array([bits], np.uint32).view(np.float32)[0])
+    if dtype == "F16":
+        return float(np.float16(f))
+    return float(f)
+
+
+def _resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cpu"
+    if device not in ("cpu", "metal", "metal-sim"):
+        raise DeviceError(f"unknown device '{device}' (expected auto, cpu, metal or metal-sim)")
+    if device not in _core.devices():
+        raise DeviceError(f"device '{device}' is not built into this markbase (built: {', '.join(_core.devices())})")
+    if device != "cpu":
+        raise DeviceError(f"device '{device}' cannot run the Gemma 4 text decoder yet; use device='cpu'")
+    return device
+
+
+def _as_ids(input_ids, vocab: int, what: str = "input_ids") -> np.ndarray:
+    if isinstance(input_ids, (list, tuple)) and len(input_ids) and isinstance(input_ids[0], bool):
+        raise InputError(f"{what} must be integers, got booleans")
+    arr = np.asarray(input_ids)
+    if arr.dtype == object or arr.dtype.kind not in _TORCH_LIKE_INT_KINDS:
+        raise InputError(f"{what} must be an array of integer token ids, got dtype {arr.dtype}")
+    if arr.ndim == 2 and arr.shape[0] == 1:
+        arr = arr[0]
+    if arr.ndim != 1:
+        raise InputError(f"{what} must be one sequence of token ids (shape [T] or [1, T]), got shape {arr.shape}")
+    if arr.size == 0:
+        raise InputError(f"{what} is empty")
+    bad = np.flatnonzero((arr < 0) | (arr >= vocab))
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(f"{what}[{i}] = {int(arr[i])} is out of range for a vocabulary of {vocab} tokens")
+    return arr.astype(np.int32)
+
+
+class Session:
+    """A KV-cached decoding session: prefill a prompt, then decode one token at a time."""
+
+    def __init__(self, model: "Model", max_context: int):
+        self._model = model
+        self._s = _core.gemma4.DecoderSession(model._text, max_context)
+
+    @property
+    def position(self) -> int:
+        """Tokens processed so far (the position the next token gets)."""
+        return self._s.position
+
+    @property
+    def max_context(self) -> int:
+        return self._s.max_context
+
+    def reset(self) -> None:
+        self._s.reset()
+
+    def _run(self, ids: np.ndarray, all_logits: bool) -> np.ndarray:
+        if self.position + len(ids) > self.max_context:
+            raise InputError(f"context limit: {self.position} tokens in the session + {len(ids)} new > max_context "
+                             f"{self.max_context}")
+        logits = self._s.forward(ids, all_logits).numpy()
+        if not np.isfinite(logits).all():
+            raise MarkbaseError("the forward pass produced NaN/Inf logits; the checkpoint may hold non-finite "
+                                f"weights (run `markbase validate {self._model.path}`)")
+        return logits
+
+    def prefill(self, input_ids, all_logits: bool = False) -> np.ndarray:
+        """Runs the prompt; returns float32 logits of the last position [vocab] (or [T, vocab] with all_logits)."""
+        ids = _as_ids(input_ids, self._model.config.text.vocab_size)
+        logits = self._run(ids, all_logits)
+        return logits if all_logits else logits[0]
+
+    def decode(self, token_id: int) -> np.ndarray:
+        """Feeds one token; returns float32 logits [vocab] for the next position. Costs one token's work."""
+        if isinstance(token_id, (bool, np.bool_)) or not isinstance(token_id, (int, np.integer)):
+            raise InputError(f"decode: token_id must be an integer, got {type(token_id).__name__}")
+        ids = _as_ids(np.array([int(token_id)]), self._model.config.text.vocab_size, "token_id")
+        return self._run(ids, False)[0]
+
+
+class Model:
+    """A loaded Gemma 4 checkpoint (text decoder on the chosen device)."""
+
+    def __init__(self, path: str, config, text_model, device: str, max_context: int, report):
+        self.path = path
+        self.config = config
+        self.device = device
+        self.max_context = max_context
+        self.validation = report
+        self._text = text_model
+
+    def session(self, max_context: int | None = None) -> Session:
+        mc = self.max_context if max_context is None else int(max_context)
+        if mc < 1 or mc > self.max_context:
+            raise InputError(f"session: max_context must be in [1, {self.max_context}], got {max_context}")
+        return Session(self, mc)
+
+    def logits(self, input_ids) -> np.ndarray:
+        """Full forward from an empty cache: float32 logits [T, vocab]."""
+        ids = _as_ids(input_ids, self.config.text.vocab_size)
+        if len(ids) > self.max_context:
+            raise InputError(f"context limit: {len(ids)} tokens > max_context {self.max_context}")
+        return Session(self, max(len(ids), 1)).prefill(ids, all_logits=True)
+
+    def __repr__(self) -> str:
+        return f"markbase.Model({self.config.family}, {self.path!r}, device={self.device!r})"
+
+
+def _text_config(cfg, dtypes: dict[str, str], max_context: int):
+    t = cfg.text
+    c = _core.gemma4.TextConfig()
+    c.vocab, c.hidden, c.num_layers, c.num_heads = t.vocab_size, t.hidden_size, t.num_hidden_layers, t.num_attention_heads
+    c.window = t.sliding_window
+    c.eps = t.rms_norm_eps
+    c.final_softcap = t.final_logit_softcapping or 0.0
+    c.embed_scale = _round_to_dtype(math.sqrt(t.hidden_size), dtypes["embed_tokens.weight"])
+    c.ple_dim = t.hidden_size_per_layer_input
+    if t.has_ple:
+        c.ple_embed_scale = _round_to_dtype(math.sqrt(t.hidden_size_per_layer_input), dtypes["embed_tokens_per_layer.weight"])
+    c.moe = t.enable_moe_block
+    c.num_experts, c.top_k, c.moe_intermediate = t.num_experts, t.top_k_experts, t.moe_intermediate_size
+    c.max_context = max_context
+    layers = []
+    for L in t.layers:
+        lc = _core.gemma4.LayerConfig()
+        lc.index, lc.sliding, lc.head_dim, lc.num_kv_heads = L.index, L.is_sliding, L.head_dim, L.num_kv_heads
+        lc.intermediate, lc.kv_source, lc.has_v_proj = L.intermediate_size, L.kv_source, L.has_v_proj
+        lc.kv_mode = {None: _core.gemma4.KvMode.own, "store": _core.gemma4.KvMode.store,
+                      "reuse": _core.gemma4.KvMode.reuse}[L.kv_mode]
+        lc.rope_kind, lc.rope_theta, lc.rope_partial = L.rope.kind, L.rope.theta, L.rope.partial_rotary_factor
+        layers.append(lc)
+    c.layers = layers
+    return c
+
+
+def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max_context: int | None = None,
+         prefill_chunk: int = 256) -> Model:
+    """Loads a Gemma 4 checkpoint directory (config.json + safetensors, as published).
+
+    The checkpoint is validated against its config's weight table first: a missing, misshapen or
+    unreadable tensor raises CheckpointError listing every finding. Weights are memory-mapped.
+    dtype: "auto" / "f32" compute in f32 (bf16 and f16 weights are read in place, math in f32).
+    max_context: the longest sequence a session may hold (default: the config's max_position_embeddings).
+    prefill_chunk: prompts are processed in chunks of at most this many tokens (bounds activation memory).
+    """
+    from .io import open_checkpoint
+    from .models.gemma4 import weight_table
+    from .models.gemma4.weights import text_prefix
+    from .validate import require_valid
+
+    path = os.fspath(path)
+    if dtype not in ("auto", "f32"):
+        raise InputError(f"load: dtype '{dtype}' is not supported yet (auto or f32: activations in f32)")
+    device = _resolve_device(device)
+    report = require_valid(path)
+    from .models.gemma4 import load_config
+
+    cfg = load_config(path)
+    limit = cfg.text.max_position_embeddings
+    if max_context is None:
+        max_context = limit
+    if isinstance(max_context, bool) or not isinstance(max_context, int) or not 1 <= max_context <= limit:
+        raise InputError(f"load: max_context must be an integer in [1, {limit}] (max_position_embeddings), got {max_context!r}")
+    if isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, int) or prefill_chunk < 1:
+        raise InputError(f"load: prefill_chunk must be a positive integer, got {prefill_chunk!r}")
+    ckpt = open_checkpoint(path)
+    prefix = text_prefix(cfg)
+    weights: dict[str, object] = {}
+    dtypes: dict[str, str] = {}
+    keys = set(ckpt.keys())
+    for spec in weight_table(cfg):
+        if spec.component != "text" or not spec.required:
+            continue
+        stored = next((n for n in (spec.name, *spec.aliases) if n in keys), None)
+        if stored is None:
+            raise CheckpointError(f"{path}: tensor {spec.name} is missing")
+        short = spec.name[len(prefix):]
+        weights[short] = ckpt.tensor(stored)
+        dtypes[short] = ckpt.dtype(stored)
+    tcfg = _text_config(cfg, dtypes, max_context)
+    tcfg.max_chunk = prefill_chunk
+    text = _core.gemma4.TextModel(tcfg, weights, device)
+    return Model(path, cfg, text, device, max_context, report)

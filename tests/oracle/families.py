@@ -1,0 +1,177 @@
+"""Tiny Gemma 4 oracle checkpoints built by transformers 5.23 (random weights, every scale perturbed).
+
+Five families mirror the released checkpoints' text features at toy size:
+  e2b  PLE, KV sharing, double-wide MLP in reuse layers, 4:1 sliding:full pattern, 1 KV head
+  e4b  PLE, KV sharing, 5:1 pattern, 2 KV heads
+  26b  MoE (8 experts, top-2) + dense MLP, attention_k_eq_v, global KV heads
+  31b  dense, attention_k_eq_v, global KV heads
+  12b  gemma4_unified, k=v, 1 global KV head
+Each directory holds the f32 checkpoint (`f32/`), a bf16 copy (`bf16/`) and `reference.npz` with
+transformers' eager f32 logits for a prompt 4× the sliding window and its 64 greedy tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+CACHE_VERSION = "oracle-v1"  # bump when the builder changes, so cached fixtures are rebuilt
+WINDOW = 8
+PROMPT_LEN = 4 * WINDOW
+GREEDY_TOKENS = 64
+VOCAB = 512
+FAMILIES = ["e2b", "e4b", "26b", "31b", "12b"]
+
+ROPE = {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
+        "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}}
+
+
+def layer_types(n: int, period: int) -> list[str]:
+    return ["full_attention" if i % period == period - 1 else "sliding_attention" for i in range(n)]
+
+
+def text_kwargs(family: str) -> dict:
+    common = dict(vocab_size=VOCAB, hidden_size=64, num_attention_heads=4, head_dim=16, global_head_dim=32,
+                  max_position_embeddings=1024, rms_norm_eps=1e-6, sliding_window=WINDOW,
+                  final_logit_softcapping=30.0, rope_parameters=ROPE, initializer_range=0.1)
+    if family == "e2b":
+        return dict(common, intermediate_size=96, num_hidden_layers=10, num_key_value_heads=1,
+                    num_global_key_value_heads=None, layer_types=layer_types(10, 5), vocab_size_per_layer_input=VOCAB,
+                    hidden_size_per_layer_input=8, attention_k_eq_v=False, num_kv_shared_layers=4,
+                    enable_moe_block=False, use_double_wide_mlp=True, use_bidirectional_attention=None)
+    if family == "e4b":
+        return dict(common, intermediate_size=128, num_hidden_layers=12, num_key_value_heads=2,
+                    num_global_key_value_heads=None, layer_types=layer_types(12, 6), vocab_size_per_layer_input=VOCAB,
+                    hidden_size_per_layer_input=8, attention_k_eq_v=False, num_kv_shared_layers=4,
+                    enable_moe_block=False, use_double_wide_mlp=False, use_bidirectional_attention=None)
+    if family == "26b":
+        return dict(common, intermediate_size=48, num_hidden_layers=6, num_key_value_heads=2,
+                    num_global_key_value_heads=1, layer_types=layer_types(6, 3), hidden_size_per_layer_input=0,
+                    attention_k_eq_v=True, num_kv_shared_layers=0, enable_moe_block=True, num_experts=8,
+                    top_k_experts=2, moe_intermediate_size=32, use_double_wide_mlp=False,
+                    use_bidirectional_attention="vision")
+    if family == "31b":
+        return dict(common, intermediate_size=128, num_hidden_layers=6, num_key_value_heads=4,
+                    num_global_key_value_heads=2, layer_types=layer_types(6, 3), hidden_size_per_layer_input=0,
+                    attention_k_eq_v=True, num_kv_shared_layers=0, enable_moe_block=False,
+                    use_double_wide_mlp=False, use_bidirectional_attention="vision")
+    if family == "12b":
+        return dict(common, intermediate_size=128, num_hidden_layers=6, num_key_value_heads=2,
+                    num_global_key_value_heads=1, layer_types=layer_types(6, 3), attention_k_eq_v=True,
+                    num_kv_shared_layers=0, use_double_wide_mlp=False, use_bidirectional_attention="vision")
+    raise ValueError(family)
+
+
+def build_model(family: str, seed: int = 0):
+    import torch
+    from transformers.models.gemma4 import configuration_gemma4 as c4
+    from transformers.models.gemma4 import modeling_gemma4 as m4
+
+    torch.manual_seed(seed)
+    if family == "12b":
+        from transformers.models.gemma4_unified import configuration_gemma4_unified as cu
+        from transformers.models.gemma4_unified import modeling_gemma4_unified as mu
+
+        cfg = cu.Gemma4UnifiedConfig(
+            text_config=cu.Gemma4UnifiedTextConfig(**text_kwargs(family)),
+            vision_config=cu.Gemma4UnifiedVisionConfig(patch_size=4, pooling_kernel_size=2, model_patch_size=8,
+                                                       mm_embed_dim=64, mm_posemb_size=16, output_proj_dims=64),
+            audio_config=cu.Gemma4UnifiedAudioConfig(audio_embed_dim=40))
+        model = mu.Gemma4UnifiedForConditionalGeneration(cfg)
+    else:
+        vision = c4.Gemma4VisionConfig(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+                                       num_key_value_heads=2, head_dim=16, patch_size=4, pooling_kernel_size=3,
+                                       position_embedding_size=32, use_clipped_linears=family in ("e2b", "e4b"),
+                                       standardize=family in ("26b", "31b"))
+        audio = None
+        if family in ("e2b", "e4b"):
+            audio = c4.Gemma4AudioConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                         subsampling_conv_channels=[128, 4], output_proj_dims=48)
+        cfg = c4.Gemma4Config(text_config=c4.Gemma4TextConfig(**text_kwargs(family)), vision_config=vision,
+                              audio_config=audio)
+        model = m4.Gemma4ForConditionalGeneration(cfg)
+    perturb(model, seed)
+    return model.eval()
+
+
+def perturb(model, seed: int) -> None:
+    """Moves every norm weight, layer_scalar, scale and clip bound away from its initial value."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+            if not t.is_floating_point() or "inv_freq" in name or "embed_scale" in name:
+                continue
+            if name.endswith("layer_scalar"):
+                t.copy_(0.5 + 0.5 * torch.rand(t.shape, generator=g))
+            elif name.endswith(("input_min", "output_min")):
+                t.fill_(-2.0 - float(torch.rand((), generator=g)))
+            elif name.endswith(("input_max", "output_max")):
+                t.fill_(2.0 + float(torch.rand((), generator=g)))
+            elif name.endswith("std_scale") or name.endswith("per_expert_scale") or name.endswith("router.scale"):
+                t.copy_(0.5 + torch.rand(t.shape, generator=g))
+            elif t.dim() == 1:
+                t.add_(0.1 * torch.randn(t.shape, generator=g))
+
+
+def prompt_ids(seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed + 100)
+    ids = rng.integers(3, VOCAB, size=PROMPT_LEN)
+    ids[0] = 2  # <bos>
+    return ids.astype(np.int64)
+
+
+def build_family(family: str, root: str) -> str:
+    import torch
+
+    out = os.path.join(root, family)
+    if os.path.exists(os.path.join(out, "reference.npz")):
+        return out
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    model = build_model(family)
+    model.save_pretrained(os.path.join(tmp, "f32"))
+    # Reference: eager attention, f32, from the saved checkpoint (exactly what the engine loads).
+    cls = type(model)
+    ref = cls.from_pretrained(os.path.join(tmp, "f32"), dtype=torch.float32, attn_implementation="eager").eval()
+    ids = prompt_ids()
+    with torch.no_grad():
+        logits = ref(torch.tensor(ids)[None]).logits[0].float().numpy()
+        gen = ref.generate(torch.tensor(ids)[None], max_new_tokens=GREEDY_TOKENS, do_sample=False,
+                           eos_token_id=None, pad_token_id=0)[0, len(ids):].numpy()
+    bf16 = cls.from_pretrained(os.path.join(tmp, "f32"), dtype=torch.bfloat16)
+    bf16.save_pretrained(os.path.join(tmp, "bf16"))
+    # The f32 reference of the bf16 checkpoint: same rounded weights, f32 math.
+    ref16 = cls.from_pretrained(os.path.join(tmp, "bf16"), dtype=torch.float32, attn_implementation="eager").eval()
+    with torch.no_grad():
+        logits16 = ref16(torch.tensor(ids)[None]).logits[0].float().numpy()
+    np.savez(os.path.join(tmp, "reference.npz"), ids=ids, logits=logits, greedy=gen, logits_bf16_f32=logits16)
+    with open(os.path.join(tmp, "family.json"), "w") as f:
+        json.dump({"family": family, "version": CACHE_VERSION}, f)
+    shutil.rmtree(out, ignore_errors=True)
+    os.rename(tmp, out)
+    return out
+
+
+def cache_root() -> str:
+    root = os.environ.get("MARKBASE_TEST_CACHE") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".test-cache")
+    return os.path.join(root, CACHE_VERSION)
+
+
+def build_all() -> dict[str, str]:
+    root = cache_root()
+    os.makedirs(root, exist_ok=True)
+    return {f: build_family(f, root) for f in FAMILIES}
+
+
+if __name__ == "__main__":
+    import time
+
+    t0 = time.time()
+    print(build_all(), f"{time.time() - t0:.1f}s")
