@@ -1,0 +1,272 @@
+// Linear kernels.
+//
+// Reference: one f32 accumulator per output, k in order.
+//
+// Fast: x is viewed as [M, K] f32 (converted once if bf16), w as [N, K]. The N rows of w are cut into
+// blocks and the blocks are shared out over the thread pool, so each thread streams disjoint weight rows.
+// Inside a block a tile kernel computes an MR x NR patch of dot products (MR x rows against NR w rows,
+// MR·NR independent 8-lane f32 accumulators, FMA), converting w to f32 in registers as it loads.
+//   decode  (M <= 4): a block is one tile of NR rows; every weight byte is read from memory exactly once.
+//   prefill (M > 4):  a block is a panel of w rows sized for L2; bf16 / f16 panels are converted to f32
+//                     once into a per-thread buffer, then every 4-row tile of x is multiplied against it,
+//                     so each weight row loaded from memory serves all M rows of x.
+// Summation order differs from the reference (8 lane sums, then the tail) but is fixed: the result does
+// not depend on the number of threads.
+#include "backend/cpu/linear.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/simd.h"
+#include "core/thread_pool.h"
+
+namespace mb::cpu {
+
+namespace {
+
+int64_t rows_of(const Tensor& x) {
+  int64_t m = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) m *= x.size(d);
+  return m;
+}
+
+float load_any(const Tensor& t, int64_t i) {
+  return dispatch_float(t.dtype(), [&](auto tag) { return load_f32(t.data_as<const decltype(tag)>() + i); });
+}
+
+}  // namespace
+
+void linear_ref(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
+  const int64_t M = rows_of(x), K = x.size(-1), N = w.size(0);
+  dispatch_float(x.dtype(), [&](auto xtag) {
+    using XT = decltype(xtag);
+    dispatch_float(w.dtype(), [&](auto wtag) {
+      using WT = decltype(wtag);
+      const XT* xs = x.data_as<const XT>();
+      const WT* ws = w.data_as<const WT>();
+      XT* ys = out.data_as<XT>();
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          float acc = 0.f;
+          for (int64_t k = 0; k < K; ++k) acc += load_f32(xs + m * K + k) * load_f32(ws + n * K + k);
+          if (bias) acc += load_any(*bias, n);
+          store_f32(ys + m * N + n, acc);
+        }
+    });
+  });
+}
+
+namespace {
+
+// Largest x tile height, and the w rows per tile for each height: MR·NR accumulators plus the operand
+// registers fit in the 16 ymm registers of AVX2.
+constexpr int kMaxMR = 4;
+constexpr int kNR[kMaxMR + 1] = {0, 8, 4, 4, 3};
+// Prefill panel: rows of w (as f32) per block, sized so panel + x tile stay in a 1 MB L2.
+constexpr int64_t kPanelBytes = 256 << 10;
+constexpr int64_t kPanelRowMultiple = 12;  // divisible by every kNR used for full x tiles
+// Multiply-adds per parallel chunk below which waking another thread costs more than it saves.
+constexpr int64_t kMinMacsPerChunk = 1 << 17;
+
+// res[m * NR + r] = Σ_k x[m·ldx + k] · w[r·ldw + k] for an MR x NR tile; w is storage type WT.
+using TileFn = void (*)(const float* x, int64_t ldx, const void* w, int64_t ldw, int64_t K, float* res);
+// dst[i] = f32(src[i]) for i < n.
+using ConvertFn = void (*)(const void* src, float* dst, int64_t n);
+
+struct Kernels {
+  TileFn wide[kMaxMR + 1];    // MR x kNR[MR]
+  TileFn narrow[kMaxMR + 1];  // MR x 1, for the rows left over at the end of a block
+  ConvertFn convert;
+};
+
+// Portable tile: 8 explicit lanes per accumulator, a pattern compilers vectorise without reassociation.
+template <int MR, int NR, class WT>
+void tile_portable(const float* x, int64_t ldx, const void* wv, int64_t ldw, int64_t K, float* res) {
+  const WT* w = static_cast<const WT*>(wv);
+  constexpr int L = 8;
+  float acc[MR][NR][L] = {};
+  int64_t k = 0;
+  for (; k + L <= K; k += L)
+    for (int r = 0; r < NR; ++r) {
+      float wl[L];
+      for (int j = 0; j < L; ++j) wl[j] = load_f32(w + r * ldw + k + j);
+      for (int m = 0; m < MR; ++m)
+        for (int j = 0; j < L; ++j) acc[m][r][j] += x[m * ldx + k + j] * wl[j];
+    }
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) {
+      float s = 0.f;
+      for (int j = 0; j < L; ++j) s += acc[m][r][j];
+      for (int64_t kk = k; kk < K; ++kk) s += x[m * ldx + kk] * load_f32(w + r * ldw + kk);
+      res[m * NR + r] = s;
+    }
+}
+
+template <class WT>
+void convert_portable(const void* src, float* dst, int64_t n) {
+  const WT* s = static_cast<const WT*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = load_f32(s + i);
+}
+
+template <class WT>
+Kernels portable_kernels() {
+  return {{nullptr, tile_portable<1, kNR[1], WT>, tile_portable<2, kNR[2], WT>, tile_portable<3, kNR[3], WT>,
+           tile_portable<4, kNR[4], WT>},
+          {nullptr, tile_portable<1, 1, WT>, tile_portable<2, 1, WT>, tile_portable<3, 1, WT>, tile_portable<4, 1, WT>},
+          convert_portable<WT>};
+}
+
+#if MB_HAVE_X86_SIMD
+
+template <int MR, int NR, class WT>
+MB_AVX2_TARGET void tile_avx2(const float* x, int64_t ldx, const void* wv, int64_t ldw, int64_t K, float* res) {
+  const WT* w = static_cast<const WT*>(wv);
+  __m256 acc[MR][NR];
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) acc[m][r] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    if constexpr (MR >= NR) {
+      // Hold the NR w vectors, stream the x rows.
+      __m256 wl[NR];
+      for (int r = 0; r < NR; ++r) wl[r] = load8_f32(w + r * ldw + k);
+      for (int m = 0; m < MR; ++m) {
+        const __m256 xv = _mm256_loadu_ps(x + m * ldx + k);
+        for (int r = 0; r < NR; ++r) acc[m][r] = _mm256_fmadd_ps(xv, wl[r], acc[m][r]);
+      }
+    } else {
+      // Hold the MR x vectors, stream the w rows.
+      __m256 xl[MR];
+      for (int m = 0; m < MR; ++m) xl[m] = _mm256_loadu_ps(x + m * ldx + k);
+      for (int r = 0; r < NR; ++r) {
+        const __m256 wr = load8_f32(w + r * ldw + k);
+        for (int m = 0; m < MR; ++m) acc[m][r] = _mm256_fmadd_ps(xl[m], wr, acc[m][r]);
+      }
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) {
+      float s = hsum8(acc[m][r]);
+      for (int64_t kk = k; kk < K; ++kk) s += x[m * ldx + kk] * load_f32(w + r * ldw + kk);
+      res[m * NR + r] = s;
+    }
+}
+
+template <class WT>
+MB_AVX2_TARGET void convert_avx2(const void* src, float* dst, int64_t n) {
+  const WT* s = static_cast<const WT*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8_f32(s + i));
+  for (; i < n; ++i) dst[i] = load_f32(s + i);
+}
+
+template <class WT>
+Kernels avx2_kernels() {
+  return {{nullptr, tile_avx2<1, kNR[1], WT>, tile_avx2<2, kNR[2], WT>, tile_avx2<3, kNR[3], WT>, tile_avx2<4, kNR[4], WT>},
+          {nullptr, tile_avx2<1, 1, WT>, tile_avx2<2, 1, WT>, tile_avx2<3, 1, WT>, tile_avx2<4, 1, WT>},
+          convert_avx2<WT>};
+}
+
+#endif  // MB_HAVE_X86_SIMD
+
+template <class WT>
+const Kernels& kernels_for() {
+  static const Kernels ks = [] {
+#if MB_HAVE_X86_SIMD
+    if (cpu_has_avx2()) return avx2_kernels<WT>();
+#endif
+    return portable_kernels<WT>();
+  }();
+  return ks;
+}
+
+struct Problem {
+  const float* x;      // [M, K] f32
+  int64_t M, K, N;
+  const float* bias;   // [N] f32, or null
+  void* out;           // [M, N] of out_dtype
+  DType out_dtype;
+};
+
+// out[m0 + i, n0 + j] = res[i·nr + j] (+ bias[n0 + j]), rounded once to out's dtype.
+void store_tile(const Problem& p, int64_t m0, int mr, int64_t n0, int nr, const float* res) {
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) {
+      float v = res[i * nr + j];
+      if (p.bias) v += p.bias[n0 + j];
+      const int64_t idx = (m0 + i) * p.N + n0 + j;
+      if (p.out_dtype == DType::F32) static_cast<float*>(p.out)[idx] = v;
+      else store_f32(static_cast<bf16_t*>(p.out) + idx, v);
+    }
+}
+
+// Every x row against w rows [n0, n0 + nb), which sit at `wp` (row stride K, storage of `ks`).
+void run_block(const Problem& p, const Kernels& ks, const void* wp, size_t witem, int64_t n0, int64_t nb) {
+  float res[kMaxMR * 8];
+  for (int64_t m0 = 0; m0 < p.M; m0 += kMaxMR) {
+    const int mr = int(std::min<int64_t>(kMaxMR, p.M - m0));
+    const float* xt = p.x + m0 * p.K;
+    for (int64_t r0 = 0; r0 < nb;) {
+      const bool wide = nb - r0 >= kNR[mr];
+      const int nr = wide ? kNR[mr] : 1;
+      (wide ? ks.wide[mr] : ks.narrow[mr])(xt, p.K, static_cast<const char*>(wp) + r0 * p.K * int64_t(witem), p.K, p.K, res);
+      store_tile(p, m0, mr, n0 + r0, nr, res);
+      r0 += nr;
+    }
+  }
+}
+
+template <class WT>
+void run_typed(const Problem& p, const WT* w) {
+  const Kernels& raw = kernels_for<WT>();
+  const Kernels& f32 = kernels_for<float>();
+  const bool decode = p.M <= kMaxMR;
+  const bool pack = !decode && !std::is_same_v<WT, float>;
+  const int64_t block_rows = decode ? kNR[p.M]
+                                    : std::max(kPanelRowMultiple, kPanelBytes / std::max<int64_t>(1, p.K * 4) /
+                                                                      kPanelRowMultiple * kPanelRowMultiple);
+  const int64_t nblocks = (p.N + block_rows - 1) / block_rows;
+  const int64_t macs_per_block = std::max<int64_t>(1, block_rows * p.K * p.M);
+  const int64_t grain = std::max<int64_t>(1, kMinMacsPerChunk / macs_per_block);
+  parallel_for(nblocks, grain, [&](int64_t b0, int64_t b1) {
+    thread_local std::vector<float> panel;  // this thread's f32 copy of the current w panel
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t n0 = b * block_rows, nb = std::min(block_rows, p.N - n0);
+      const WT* rows = w + n0 * p.K;
+      if (pack) {
+        if (panel.size() < size_t(nb * p.K)) panel.resize(size_t(nb * p.K));
+        raw.convert(rows, panel.data(), nb * p.K);
+        run_block(p, f32, panel.data(), sizeof(float), n0, nb);
+      } else {
+        run_block(p, raw, rows, sizeof(WT), n0, nb);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void linear_fast(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
+  const int64_t M = rows_of(x), K = x.size(-1), N = w.size(0);
+  if (M == 0 || N == 0) return;
+  // Scratch grows to the largest call and is then reused: no allocation per call in steady state.
+  thread_local std::vector<float> xbuf, bbuf;
+  const float* xf = x.data_as<const float>();
+  if (x.dtype() == DType::BF16) {
+    if (xbuf.size() < size_t(M * K)) xbuf.resize(size_t(M * K));
+    kernels_for<bf16_t>().convert(x.data(), xbuf.data(), M * K);
+    xf = xbuf.data();
+  }
+  const float* bf = nullptr;
+  if (bias) {
+    if (bbuf.size() < size_t(N)) bbuf.resize(size_t(N));
+    for (int64_t n = 0; n < N; ++n) bbuf[size_t(n)] = load_any(*bias, n);
+    bf = bbuf.data();
+  }
+  const Problem p{xf, M, K, N, bf, out.data(), out.dtype()};
+  dispatch_float(w.dtype(), [&](auto tag) { run_typed(p, w.data_as<const decltype(tag)>()); });
+}
+
+}  // namespace mb::cpu

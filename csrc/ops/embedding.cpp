@@ -1,0 +1,41 @@
+#include "ops/embedding.h"
+
+#include <cmath>
+
+#include "backend/cpu/embedding.h"
+#include "ops/check.h"
+
+namespace mb::ops {
+
+namespace {
+
+template <class I>
+void check_ids_in_range(const Check& c, const I* ids, int64_t T, int64_t V) {
+  for (int64_t t = 0; t < T; ++t)
+    if (ids[t] < 0 || int64_t(ids[t]) >= V)
+      c.fail(cat("ids[", t, "] = ", int64_t(ids[t]), " is out of range [0, ", V, ") of table rows"));
+}
+
+}  // namespace
+
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out, float scale, const Exec& ex) {
+  Check c{"embedding"};
+  c.rank(table, "table", 2);
+  c.dtype(table, "table", {DType::F32, DType::BF16, DType::F16});
+  c.contiguous(table, "table");
+  c.rank(ids, "ids", 1);
+  c.dtype(ids, "ids", {DType::I32, DType::I64});
+  c.contiguous(ids, "ids");
+  c.dtype(out, "out", {DType::F32, DType::BF16});
+  const int64_t V = table.size(0), D = table.size(1), T = ids.size(0);
+  c.output(out, "out", {T, D}, out.dtype());
+  c.no_alias(out, "out", table, "table");
+  c.no_alias(out, "out", ids, "ids");
+  if (!std::isfinite(scale)) c.fail(cat("scale must be finite, got ", scale));
+  if (ids.dtype() == DType::I32) check_ids_in_range(c, ids.data_as<const int32_t>(), T, V);
+  else check_ids_in_range(c, ids.data_as<const int64_t>(), T, V);
+  c.device(ex);
+  ex.reference ? cpu::embedding_ref(table, ids, out, scale) : cpu::embedding_fast(table, ids, out, scale);
+}
+
+}  // namespace mb::ops

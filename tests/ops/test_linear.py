@@ -1,0 +1,248 @@
+"""Parity grid for linear: out = x · wᵀ + bias (see tests/parity.py for the harness).
+
+Threshold. Every output is a dot product of length K accumulated in f32 (plus the bias). Rounding errors
+in such a sum are bounded relative to S = Σ_k |x_k·w_k| + |b| (not relative to |out|, which cancellation
+can make arbitrarily small): the worst case is ~K·u·S, and for errors of random sign, as here, they grow
+like sqrt(K)·u·S (u = 2^-24, the f32 unit roundoff). We allow 4·sqrt(K+1)·u·S per element, which is well
+above the error of any summation order yet far below what a missing or doubled term would cause
+(~|x_k·w_k| ≈ S/K, at least 2.4e-4·S for K ≤ 4097, versus 4·64·u·S ≈ 1.5e-5·S).
+bf16 outputs add one rounding to bf16: at most half an ulp against float64, and two correctly rounded
+results of slightly different f32 sums can differ by one ulp; one ulp is ≤ 2^-7 relative, hence rtol 2^-7.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import markbase as mb
+from markbase._core import ops
+from parity import round_to, rng, run_guarded, tensor, to_f64
+
+U32 = 2.0**-24  # f32 unit roundoff
+RTOL = {"f32": 2.0**-23, "bf16": 2.0**-7}
+
+# (M, K, N): every M in {1, 3, 33} and every K, N in {1, 3, 31, 32, 33, 257, 4097} appears, plus the other
+# x tile heights (M = 2, 4 decode; 6, 7 prefill with 2- and 3-row tail tiles) - not the full cross product.
+SHAPES = [
+    (1, 1, 1), (1, 4097, 257), (1, 33, 4097), (1, 32, 31),
+    (3, 31, 33), (3, 257, 31), (3, 4097, 3), (3, 3, 32),
+    (33, 3, 4097), (33, 32, 257), (33, 257, 32), (33, 4097, 1), (33, 1, 33),
+    (2, 33, 31), (4, 31, 33), (6, 33, 31), (7, 257, 31),
+]
+X_DTYPES = ["f32", "bf16"]
+W_DTYPES = ["f32", "bf16", "f16"]
+
+
+def make_inputs(M, K, N, x_dtype, w_dtype, with_bias, seed=0):
+    r = rng(seed + 7 * M + 13 * K + N)
+    x = r.normal(0, 1, size=(M, K)).astype(np.float32)
+    w = r.normal(0, 1, size=(N, K)).astype(np.float32)
+    b = r.normal(0, 1, size=(N,)).astype(np.float32) if with_bias else None
+    return x, w, b
+
+
+def numpy_linear(x, w, b, x_dtype, w_dtype, b_dtype):
+    """float64 reference from the dtype-rounded inputs, and the error scale S = |x|·|w|ᵀ + |b|."""
+    x64, w64 = round_to(x, x_dtype), round_to(w, w_dtype)
+    want = x64 @ w64.T
+    scale = np.abs(x64) @ np.abs(w64).T
+    if b is not None:
+        b64 = round_to(b, b_dtype)
+        want = want + b64
+        scale = scale + np.abs(b64)
+    return want, scale
+
+
+def assert_linear_close(got, want, scale, K, out_dtype, what):
+    g, w = to_f64(got), to_f64(want)
+    assert g.shape == w.shape, f"{what}: shape {g.shape} != {w.shape}"
+    assert np.isfinite(w).all(), f"{what}: expected values are not finite"
+    if not np.isfinite(g).all():
+        raise AssertionError(f"{what}: {np.sum(~np.isfinite(g))} NaN/Inf elements (unwritten output?)")
+    err = np.abs(g - w)
+    limit = RTOL[out_dtype] * np.abs(w) + 4.0 * np.sqrt(K + 1) * U32 * scale
+    if not (err <= limit).all():
+        i = np.unravel_index(np.argmax(err - limit), err.shape)
+        raise AssertionError(f"{what}: mismatch at {i}: got {g[i]!r}, want {w[i]!r}, |err| {err[i]:.3g} > "
+                             f"{limit[i]:.3g} (S = {scale[i]:.3g})")
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("w_dtype", W_DTYPES)
+@pytest.mark.parametrize("x_dtype", X_DTYPES)
+@pytest.mark.parametrize("M,K,N", SHAPES)
+def test_linear_parity(M, K, N, x_dtype, w_dtype, with_bias, device):
+    x, w, b = make_inputs(M, K, N, x_dtype, w_dtype, with_bias)
+    b_dtype = w_dtype  # a checkpoint stores bias and weight alike
+    xt, wt = tensor(x, x_dtype), tensor(w, w_dtype)
+    bt = tensor(b, b_dtype) if b is not None else None
+    what = f"linear x={x_dtype} w={w_dtype} bias={with_bias} M={M} K={K} N={N}"
+    fast = run_guarded(lambda out: ops.linear(xt, wt, bt, out=out, device=device), (M, N), x_dtype, what)
+    ref = run_guarded(lambda out: ops.linear(xt, wt, bt, out=out, reference=True), (M, N), x_dtype, what)
+    want, scale = numpy_linear(x, w, b, x_dtype, w_dtype, b_dtype)
+    assert_linear_close(fast, ref, scale, K, x_dtype, f"{what}: {device} vs reference")
+    assert_linear_close(ref, want, scale, K, x_dtype, f"{what}: reference vs numpy")
+
+
+def test_linear_leading_dims_and_mixed_bias_dtype():
+    # x: [2, 3, K] -> out [2, 3, N]; an f32 bias with bf16 weights.
+    x, w, b = make_inputs(6, 40, 19, "bf16", "bf16", True, seed=3)
+    xt = tensor(x.reshape(2, 3, 40), "bf16")
+    fast = ops.linear(xt, tensor(w, "bf16"), tensor(b, "f32"))
+    ref = ops.linear(xt, tensor(w, "bf16"), tensor(b, "f32"), reference=True)
+    assert fast.shape == (2, 3, 19) and fast.dtype == "bf16"
+    want, scale = numpy_linear(x, w, b, "bf16", "bf16", "f32")
+    assert_linear_close(to_f64(fast).reshape(6, 19), want, scale, 40, "bf16", "3-d x fast")
+    assert_linear_close(to_f64(ref).reshape(6, 19), want, scale, 40, "bf16", "3-d x reference")
+
+
+def test_linear_readonly_weights():
+    # Weights are read-only views of a mapped checkpoint; the kernel must accept them.
+    x, w, _ = make_inputs(2, 65, 9, "f32", "bf16", False)
+    wt = tensor(w, "bf16").numpy()
+    wt.setflags(write=False)
+    w_ro = mb.Tensor(wt, dtype="bf16")
+    assert not w_ro.writable
+    want, scale = numpy_linear(x, w, None, "f32", "bf16", "f32")
+    assert_linear_close(ops.linear(x, w_ro), want, scale, 65, "f32", "read-only w")
+
+
+def test_linear_nan_propagates():
+    x = np.ones((1, 20), np.float32)
+    w = np.ones((9, 20), np.float32)
+    x[0, 17] = np.nan  # in the scalar tail of an 8-wide vector loop
+    for reference in (False, True):
+        assert np.isnan(ops.linear(x, w, reference=reference).numpy()).all()
+    x[0, 17] = 1.0
+    w[4, 3] = np.inf
+    w[4, 5] = -np.inf
+    for reference in (False, True):
+        out = ops.linear(x, w, reference=reference).numpy()
+        assert np.isnan(out[0, 4]) and np.isfinite(np.delete(out, 4, axis=1)).all()
+
+
+# Runs in a fresh process so the thread pool (and SIMD choice) follow the environment given.
+_CHILD = r"""
+import os, sys, time
+import numpy as np
+import markbase as mb
+from markbase._core import ops, num_threads
+
+def task_cpu_ticks():
+    ticks = {}
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks[tid] = int(fields[11]) + int(fields[12])  # utime + stime
+    return ticks
+
+r = np.random.default_rng(5)
+x = mb.Tensor(r.normal(size=(64, 1024)).astype(np.float32), dtype="bf16")
+w = mb.Tensor(r.normal(size=(2048, 1024)).astype(np.float32), dtype="bf16")
+out = ops.linear(x, w)  # also starts the pool
+before = task_cpu_ticks()
+busy = 0
+for _ in range(60):  # until two threads have been charged CPU time (10 ms ticks), at most ~60 calls
+    ops.linear(x, w, out=out)
+    after = task_cpu_ticks()
+    busy = sum(1 for t, v in after.items() if v > before.get(t, 0))
+    if busy >= 2:
+        break
+np.save(sys.argv[1], out.numpy())
+print(num_threads(), busy)
+"""
+
+
+def _run_child(tmp_path, name, env_extra):
+    env = dict(os.environ, **env_extra)
+    path = tmp_path / f"{name}.npy"
+    res = subprocess.run([sys.executable, "-c", _CHILD, str(path)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    threads, busy = (int(v) for v in res.stdout.split())
+    return threads, busy, np.load(path)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc for per-thread CPU time")
+def test_linear_uses_all_threads_and_is_deterministic(tmp_path):
+    threads2, busy2, out2 = _run_child(tmp_path, "t2", {"MARKBASE_NUM_THREADS": "2"})
+    threads1, busy1, out1 = _run_child(tmp_path, "t1", {"MARKBASE_NUM_THREADS": "1"})
+    assert threads2 == 2 and threads1 == 1
+    # With a 2-thread pool, a large linear must charge CPU time to both threads (the caller and a worker).
+    assert busy2 >= 2, "the fast linear ran on a single thread"
+    # Blocks of w rows are fixed, not derived from the thread count, so the result is bit-identical.
+    np.testing.assert_array_equal(out1, out2)
+
+
+_FALLBACK_CHILD = r"""
+import sys
+import numpy as np
+import markbase as mb
+from markbase._core import ops
+shapes = [(1, 33, 31), (3, 257, 9), (4, 31, 5), (33, 65, 31), (2, 3, 17)]
+res = {}
+for i, (M, K, N) in enumerate(shapes):
+    for wd in ("f32", "bf16", "f16"):
+        r = np.random.default_rng(i)
+        x = mb.Tensor(r.normal(size=(M, K)).astype(np.float32), dtype="bf16")
+        w = mb.Tensor(r.normal(size=(N, K)).astype(np.float32), dtype=wd)
+        b = mb.Tensor(r.normal(size=(N,)).astype(np.float32))
+        res[f"{i}_{wd}_fast"] = ops.linear(x, w, b).to_float32()
+        res[f"{i}_{wd}_ref"] = ops.linear(x, w, b, reference=True).to_float32()
+        res[f"{i}_{wd}_x"] = x.to_float32()
+        res[f"{i}_{wd}_w"] = w.to_float32()
+        res[f"{i}_{wd}_b"] = b.to_float32()
+np.savez(sys.argv[1], **res)
+"""
+
+
+def test_linear_portable_fallback(tmp_path):
+    # MARKBASE_SIMD=off selects the portable kernels (what non-AVX2 and ARM machines run).
+    path = tmp_path / "fallback.npz"
+    res = subprocess.run([sys.executable, "-c", _FALLBACK_CHILD, str(path)], env=dict(os.environ, MARKBASE_SIMD="off"),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    data = np.load(path)
+    keys = sorted({k.rsplit("_", 1)[0] for k in data.files})
+    for key in keys:
+        x, w, b = (data[f"{key}_{s}"].astype(np.float64) for s in "xwb")
+        scale = np.abs(x) @ np.abs(w).T + np.abs(b)
+        assert_linear_close(data[f"{key}_fast"], data[f"{key}_ref"], scale, x.shape[1], "bf16", f"fallback {key}")
+        assert_linear_close(data[f"{key}_ref"], x @ w.T + b, scale, x.shape[1], "bf16", f"fallback ref {key}")
+
+
+def _f32(*shape):
+    return np.ones(shape, np.float32)
+
+
+@pytest.mark.parametrize("operand,call", [
+    ("w", lambda: ops.linear(_f32(2, 5), _f32(3, 4))),                                   # K mismatch
+    ("w", lambda: ops.linear(_f32(2, 5), _f32(5))),                                      # w not 2-d
+    ("bias", lambda: ops.linear(_f32(2, 5), _f32(3, 5), _f32(4))),                       # bias length
+    ("bias", lambda: ops.linear(_f32(2, 5), _f32(3, 5), _f32(1, 3))),                    # bias not 1-d
+    ("x", lambda: ops.linear(np.ones((2, 5), np.float16), _f32(3, 5))),                  # x f16
+    ("x", lambda: ops.linear(np.ones((2, 5), np.int32), _f32(3, 5))),                    # x int
+    ("x", lambda: ops.linear(np.ones((2, 5), np.float64), _f32(3, 5))),                  # x float64
+    ("w", lambda: ops.linear(_f32(2, 5), np.ones((3, 5), np.int32))),                    # w int
+    ("bias", lambda: ops.linear(_f32(2, 5), _f32(3, 5), np.ones(3, np.int64))),          # bias int
+    ("out", lambda: ops.linear(_f32(2, 5), _f32(3, 5), out=_f32(2, 4))),                 # out shape
+    ("out", lambda: ops.linear(_f32(2, 5), _f32(3, 5), out=_f32(3, 2))),                 # out shape
+    ("out", lambda: ops.linear(_f32(2, 5), _f32(3, 5), out=mb.Tensor(_f32(2, 3), dtype="bf16"))),  # out dtype
+    ("x", lambda: ops.linear(_f32(2, 10)[:, ::2], _f32(3, 5))),                          # x strided
+    ("w", lambda: ops.linear(_f32(2, 5), _f32(5, 3).T)),                                 # w transposed view
+])
+def test_linear_bad_input(operand, call):
+    with pytest.raises(mb.InputError) as e:
+        call()
+    msg = str(e.value)
+    assert msg.startswith("linear: ") and (f" {operand} " in msg or f"'{operand}'" in msg), msg
+
+
+def test_linear_out_may_not_alias():
+    buf = np.zeros((4, 4), np.float32)
+    t = mb.Tensor(buf)
+    with pytest.raises(mb.InputError, match="linear: out overlaps input x"):
+        ops.linear(t, np.ones((4, 4), np.float32), out=t)
