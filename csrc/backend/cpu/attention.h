@@ -1,0 +1,52 @@
+// CPU kernels for ops/attention.h. Arguments are validated by the front door.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "ops/attention.h"
+
+namespace mb::cpu {
+
+// Explicit scores, mask, two-pass softmax, weighted sum; one (query, head) row at a time.
+void attention_ref(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
+                   const Tensor* q_block, const Tensor* k_block, Tensor& out, const ops::AttentionParams& p);
+// Tiled single-pass online softmax, AVX2+FMA when available, threads over (query block, kv head) and,
+// when that leaves threads idle (decode), over chunks of keys merged afterwards (flash-decoding).
+void attention_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
+                    const Tensor* q_block, const Tensor* k_block, Tensor& out, const ops::AttentionParams& p);
+
+// The mask, shared by both kernels. Positions are widened to 64 bits so q_pos − window cannot overflow.
+struct AttentionMask {
+  bool causal;
+  int64_t window;
+  bool block_overrides_window;
+
+  explicit AttentionMask(const ops::AttentionParams& p)
+      : causal(p.causal), window(p.window), block_overrides_window(p.block_overrides_window) {}
+
+  // qb / kb: block ids (pass −1 when no blocks were given).
+  bool allowed(int64_t qp, int64_t kp, int32_t qb, int32_t kb) const {
+    if (kp < 0) return false;  // empty cache slot
+    const bool causal_ok = !causal || kp <= qp;
+    const bool window_ok = window == 0 || kp > qp - window;
+    const bool same_block = qb >= 0 && qb == kb;
+    if (block_overrides_window) return (causal_ok && window_ok) || same_block;
+    return (causal_ok || same_block) && window_ok;
+  }
+};
+
+// logit = softcap·tanh(scale·dot / softcap), or scale·dot without a cap.
+inline float attention_logit(float dot, float scale, float softcap) {
+  float s = dot * scale;
+  return softcap > 0.f ? softcap * std::tanh(s / softcap) : s;
+}
+
+// max that lets NaN win (a NaN logit must poison the row, not be skipped).
+inline float nan_max(float a, float b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+
+}  // namespace mb::cpu

@@ -1,0 +1,368 @@
+"""Parity tests for ops.attention (fast kernel vs reference kernel vs a float64 numpy formula).
+
+Threshold (f32 storage, f32 math): every output element is a convex combination of value rows, so an
+error δ in the logits moves it by at most ≈ max|v|·max|δ|, and the f32 weighted sum adds ~log2(S)·2^-24
+relative of max|v|. Inputs are drawn like RMS-normalised q/k (logits of O(1..10), as in Gemma 4 where
+scale = 1): an f32 dot over d ≤ 512 then errs by well under 1e-6 absolute, so
+    |got − want| ≤ RTOL·|want| + ATOL·max|v|,   RTOL = 1e-5, ATOL = 1e-5
+leaves ~10× headroom over the observed errors while still catching a wrong key, head or weight
+(those move outputs by O(max|v|/S) ≥ 1e-3 here).
+"""
+
+import numpy as np
+import pytest
+
+import markbase as mb
+from markbase._core import ops
+from parity import HEAD_DIMS, assert_close, rng, run_guarded
+
+RTOL = 1e-5
+ATOL = 1e-5
+
+
+# ---------------------------------------------------------------------------------------------------
+# float64 numpy reference, written from the formula in the op's contract
+
+
+def mask_np(q_pos, k_pos, q_block, k_block, causal, window, block_overrides_window):
+    """allowed[t, s] as a boolean [T, S] array."""
+    qp = np.asarray(q_pos, np.int64)[:, None]
+    kp = np.asarray(k_pos, np.int64)[None, :]
+    valid = kp >= 0
+    causal_ok = (kp <= qp) if causal else np.ones_like(valid)
+    window_ok = (kp > qp - window) if window else np.ones_like(valid)
+    if q_block is not None:
+        qb = np.asarray(q_block)[:, None]
+        same = (qb >= 0) & (qb == np.asarray(k_block)[None, :])
+    else:
+        same = np.zeros_like(valid)
+    if block_overrides_window:
+        return valid & ((causal_ok & window_ok) | same)
+    return valid & (causal_ok | same) & window_ok
+
+
+def attention_np(q, k, v, q_pos, k_pos, q_block=None, k_block=None, scale=1.0, softcap=0.0, causal=True,
+                 window=0, block_overrides_window=False):
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    T, Hq, d = q.shape
+    S, Hkv, _ = k.shape
+    allowed = mask_np(q_pos, k_pos, q_block, k_block, causal, window, block_overrides_window)  # [T, S]
+    # Empty slots may hold garbage (NaN); they are never attended, so drop it before the products.
+    empty = (np.asarray(k_pos) < 0)[:, None, None]
+    k = np.where(empty, 0.0, k)
+    v = np.where(empty, 0.0, v)
+    # GQA: query head h reads kv head h // (Hq / Hkv).
+    kh = np.repeat(k, Hq // Hkv, axis=1)
+    vh = np.repeat(v, Hq // Hkv, axis=1)
+    logits = np.einsum("thd,shd->hts", q, kh) * float(np.float32(scale))
+    if softcap:
+        cap = float(np.float32(softcap))
+        logits = cap * np.tanh(logits / cap)
+    logits = np.where(allowed[None], logits, -np.inf)
+    any_key = allowed.any(axis=1)  # [T]
+    mx = np.where(any_key[None, :, None], logits.max(axis=2, keepdims=True, initial=-np.inf), 0.0)
+    e = np.where(allowed[None], np.exp(logits - mx), 0.0)
+    w = e / np.maximum(e.sum(axis=2, keepdims=True), 1e-300)
+    return np.einsum("hts,shd->thd", w, vh)  # rows without keys: all weights 0 → zeros
+
+
+# ---------------------------------------------------------------------------------------------------
+# inputs
+
+
+def qkv(r, T, Hq, S, Hkv, d):
+    """q, k like RMS-normalised projections scaled to logits of std ≈ 2; v of unit scale."""
+    sigma = (4.0 / d) ** 0.25
+    q = (r.normal(size=(T, Hq, d)) * sigma).astype(np.float32)
+    k = (r.normal(size=(S, Hkv, d)) * sigma).astype(np.float32)
+    v = r.normal(size=(S, Hkv, d)).astype(np.float32)
+    return q, k, v
+
+
+def make_cache(r, k, v, layout):
+    """Places S keys (positions 0..S-1) into a cache. Returns (k_arg, v_arg, k_pos, k_np, v_np):
+    the op's k / v arguments, the slot positions, and the slot contents as numpy [slots, Hkv, d].
+      linear:    keys in position order, contiguous
+      ring:      slots in permuted order plus empty slots (k_pos −1, contents NaN), contiguous
+      headmajor: as ring, stored head-major [Hkv, cap, d + pad] and passed as a transposed view"""
+    S, Hkv, d = k.shape
+    if layout == "linear":
+        return k, v, np.arange(S, dtype=np.int32), k, v
+    cap = S + S // 4 + 2
+    slot_pos = np.full(cap, -1, np.int32)
+    slots = r.permutation(cap)[:S]
+    slot_pos[slots] = np.arange(S, dtype=np.int32)
+    kc = np.full((cap, Hkv, d), np.nan, np.float32)
+    vc = np.full((cap, Hkv, d), np.nan, np.float32)
+    kc[slots], vc[slots] = k, v
+    if layout == "ring":
+        return kc, vc, slot_pos, kc, vc
+    assert layout == "headmajor"
+    pad = 5
+    kh = np.full((Hkv, cap, d + pad), np.nan, np.float32)
+    vh = np.full((Hkv, cap, d + pad), np.nan, np.float32)
+    kh[:, :, :d] = kc.transpose(1, 0, 2)
+    vh[:, :, :d] = vc.transpose(1, 0, 2)
+    k_view = mb.Tensor(kh[:, :, :d]).transpose(0, 1)  # [cap, Hkv, d], strides ((d+pad), cap·(d+pad), 1)
+    v_view = mb.Tensor(vh[:, :, :d]).transpose(0, 1)
+    assert not k_view.is_contiguous()
+    return k_view, v_view, slot_pos, kc, vc
+
+
+def query_positions(T, S):
+    """The last T of the S positions (a prefill chunk or decode step); 0..T-1 when T > S."""
+    return (np.arange(T) + max(S - T, 0)).astype(np.int32)
+
+
+def run_both(device, args, shape, **kw):
+    """(fast on `device`, reference) outputs, each written into a guarded buffer."""
+    fast = run_guarded(lambda out: ops.attention(*args, out=out, device=device, **kw), shape, "f32", "attention fast")
+    ref = run_guarded(lambda out: ops.attention(*args, out=out, reference=True, **kw), shape, "f32", "attention reference")
+    return fast.numpy().copy(), ref.numpy().copy()
+
+
+def check(fast, ref, want, v, what):
+    # assert_close scales atol by max|want|; our bound is ATOL·max|v| (see the module docstring).
+    vmax = float(np.nanmax(np.abs(np.where(np.isfinite(v), v, 0.0)))) if np.size(v) else 1.0
+    atol = ATOL * vmax / max(float(np.max(np.abs(want))) if want.size else 0.0, 1e-30)
+    assert_close(ref, want, rtol=RTOL, atol=atol, what=f"{what}: reference vs numpy")
+    assert_close(fast, ref, rtol=RTOL, atol=atol, what=f"{what}: fast vs reference")
+
+
+# ---------------------------------------------------------------------------------------------------
+# parity grid: every head dim, head layout, T, S, mask kind and cache layout appears (not the full product)
+
+HEADS = [(1, 1), (8, 1), (8, 2), (4, 4)]
+TS = [1, 3, 33]
+SS = [1, 31, 257]
+MASKS = [
+    dict(causal=True),
+    dict(causal=False),
+    dict(causal=True, window=8),
+    dict(causal=False, window=8),
+    dict(causal=True, softcap=1.5),
+    dict(causal=True, window=5, scale=0.37),
+    dict(causal=False, softcap=3.0, scale=2.0),
+]
+LAYOUTS = ["linear", "ring", "headmajor"]
+GRID = [(HEAD_DIMS[i % 5], HEADS[i % 4], TS[i % 3], SS[(i // 3) % 3], MASKS[i % 7], LAYOUTS[(i // 5) % 3])
+        for i in range(18)]
+
+
+@pytest.mark.parametrize("d,heads,T,S,mask,layout", GRID,
+                         ids=[f"d{g[0]}-h{g[1][0]}x{g[1][1]}-T{g[2]}-S{g[3]}-m{i % 7}-{g[5]}" for i, g in enumerate(GRID)])
+def test_attention_parity(d, heads, T, S, mask, layout, device):
+    Hq, Hkv = heads
+    r = rng(d * 1000 + T * 10 + S)
+    q, k, v = qkv(r, T, Hq, S, Hkv, d)
+    k_arg, v_arg, k_pos, k_np, v_np = make_cache(r, k, v, layout)
+    q_pos = query_positions(T, S)
+    fast, ref = run_both(device, (q, k_arg, v_arg, q_pos, k_pos), (T, Hq, d), **mask)
+    want = attention_np(q, k_np, v_np, q_pos, k_pos, **mask)
+    check(fast, ref, want, v, f"d={d} heads={heads} T={T} S={S} {mask} {layout}")
+
+
+@pytest.mark.parametrize("layout", ["linear", "ring", "headmajor"])
+@pytest.mark.parametrize("window", [0, 8])
+def test_long_decode_split_keys(layout, window, device):
+    """T = 1, one head, S = 4097: the fast kernel splits the key axis and merges partials. With a window
+    of 8 in a permuted ring most key chunks have no allowed key (empty partials in the merge)."""
+    T, Hq, Hkv, S, d = 1, 1, 1, 4097, 128
+    r = rng(4097 + window)
+    q, k, v = qkv(r, T, Hq, S, Hkv, d)
+    k_arg, v_arg, k_pos, k_np, v_np = make_cache(r, k, v, layout)
+    q_pos = np.array([S - 1], np.int32)
+    fast, ref = run_both(device, (q, k_arg, v_arg, q_pos, k_pos), (T, Hq, d), window=window)
+    want = attention_np(q, k_np, v_np, q_pos, k_pos, window=window)
+    check(fast, ref, want, v, f"long decode {layout} window={window}")
+
+
+def test_decode_gqa_sliding_ring(device):
+    """A sliding-window layer's decode step as the model will run it: ring of W−1 cached keys plus the
+    new one (W keys incl. self), older positions overwritten, Hq = 8 over Hkv = 2, d = 256."""
+    W, d, Hq, Hkv = 16, 256, 8, 2
+    r = rng(16)
+    pos = 100  # the new token's position; cached keys are positions pos−W+1 .. pos (ring slot = pos % W)
+    k_pos = np.full(W, -1, np.int32)
+    for p in range(pos - W + 1, pos + 1):
+        k_pos[p % W] = p
+    q, k, v = qkv(r, 1, Hq, W, Hkv, d)
+    q_pos = np.array([pos], np.int32)
+    fast, ref = run_both(device, (q, k, v, q_pos, k_pos), (1, Hq, d), window=W)
+    want = attention_np(q, k, v, q_pos, k_pos, window=W)
+    check(fast, ref, want, v, "sliding ring decode")
+    # Sanity of the numpy mask itself: exactly W keys are visible (including self).
+    assert mask_np(q_pos, k_pos, None, None, True, W, False).sum() == W
+
+
+# ---------------------------------------------------------------------------------------------------
+# bidirectional blocks
+
+
+def block_case():
+    """12 tokens, one image block at positions 2..9, window 3. Query 9 and key 2 share the block but
+    are outside the window: allowed under the unified rule only. Query 3 and key 6 share the block,
+    key ahead of the query but inside the window: allowed under both rules."""
+    T = S = 12
+    pos = np.arange(T, dtype=np.int32)
+    blocks = np.full(T, -1, np.int32)
+    blocks[2:10] = 0
+    return pos, blocks
+
+
+@pytest.mark.parametrize("d,heads", [(72, (4, 4)), (256, (8, 2))])
+def test_blocks_both_rules(d, heads, device):
+    Hq, Hkv = heads
+    pos, blocks = block_case()
+    W = 3
+    m_g4 = mask_np(pos, pos, blocks, blocks, True, W, False)
+    m_uni = mask_np(pos, pos, blocks, blocks, True, W, True)
+    assert not m_g4[9, 2] and m_uni[9, 2]  # the rules differ here
+    assert m_g4[3, 5] and m_uni[3, 5]      # in-block key ahead of the query, inside the window
+    assert not m_g4[1, 2] and not m_uni[1, 2]  # a text query does not see the block's future
+    r = rng(d)
+    q, k, v = qkv(r, len(pos), Hq, len(pos), Hkv, d)
+    outs = {}
+    for rule in (False, True):
+        kw = dict(q_block=blocks, k_block=blocks, window=W, block_overrides_window=rule)
+        fast, ref = run_both(device, (q, k, v, pos, pos), q.shape, **kw)
+        want = attention_np(q, k, v, pos, pos, blocks, blocks, window=W, block_overrides_window=rule)
+        check(fast, ref, want, v, f"blocks unified={rule}")
+        outs[rule] = fast
+    # The two rules give different rows where the masks differ, identical rows elsewhere.
+    differ = (m_g4 != m_uni).any(axis=1)
+    assert differ.any()
+    assert np.abs(outs[False][differ] - outs[True][differ]).max() > 1e-3
+    np.testing.assert_array_equal(outs[False][~differ], outs[True][~differ])
+
+
+def test_blocks_non_causal_unlimited_window(device):
+    """Blocks with window 0 and the block ids in a permuted ring layout (bidirectional prefill rows)."""
+    d, Hq, Hkv, S = 64, 8, 1, 31
+    r = rng(31)
+    q, k, v = qkv(r, S, Hq, S, Hkv, d)
+    k_arg, v_arg, k_pos, k_np, v_np = make_cache(r, k, v, "ring")
+    q_pos = np.arange(S, dtype=np.int32)
+    q_block = np.where((q_pos >= 5) & (q_pos < 20), 1, np.where(q_pos >= 25, 2, -1)).astype(np.int32)
+    k_block = np.where(k_pos >= 0, q_block[np.clip(k_pos, 0, None)], 7).astype(np.int32)  # empty slots: any id
+    for rule in (False, True):
+        kw = dict(q_block=q_block, k_block=k_block, block_overrides_window=rule)
+        fast, ref = run_both(device, (q, k_arg, v_arg, q_pos, k_pos), q.shape, **kw)
+        want = attention_np(q, k_np, v_np, q_pos, k_pos, q_block, k_block, block_overrides_window=rule)
+        check(fast, ref, want, v, f"blocks window=0 unified={rule}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# rows without keys, NaN
+
+
+@pytest.mark.parametrize("S", [1, 31, 257])
+def test_rows_without_allowed_keys_are_zero(S, device):
+    """Query 0 sits before every key (causal → nothing), query 1 sees keys; all-empty caches give zeros;
+    every masked slot holds NaN, so a kernel that reads a masked key or divides 0/0 fails."""
+    d, Hq, Hkv = 72, 4, 4
+    r = rng(S)
+    q, k, v = qkv(r, 2, Hq, S, Hkv, d)
+    k_pos = (np.arange(S) + 10).astype(np.int32)
+    q_pos = np.array([3, 10 + S // 2], np.int32)
+    k[k_pos > q_pos[1]] = np.nan
+    v[k_pos > q_pos[1]] = np.nan
+    fast, ref = run_both(device, (q, k, v, q_pos, k_pos), (2, Hq, d))
+    for out in (fast, ref):
+        np.testing.assert_array_equal(out[0], 0.0)
+    # The numpy formula multiplies masked rows by weight 0, so it gets the NaN-free values.
+    want = attention_np(q, np.nan_to_num(k), np.nan_to_num(v), q_pos, k_pos)
+    check(fast, ref, want, np.nan_to_num(v), "no allowed key")
+    # Every slot empty.
+    empty = np.full(S, -1, np.int32)
+    kn = np.full_like(k, np.nan)
+    fast, ref = run_both(device, (q, kn, kn, q_pos, empty), (2, Hq, d))
+    np.testing.assert_array_equal(fast, 0.0)
+    np.testing.assert_array_equal(ref, 0.0)
+
+
+def test_no_keys_at_all(device):
+    q = np.ones((2, 2, 64), np.float32)
+    kv = np.zeros((0, 1, 64), np.float32)
+    for reference in (False, True):
+        out = ops.attention(q, kv, kv, np.array([0, 1], np.int32), np.zeros(0, np.int32), device=device,
+                            reference=reference)
+        np.testing.assert_array_equal(out.numpy(), 0.0)
+
+
+def test_nan_propagates(device):
+    d, S = 64, 300
+    r = rng(5)
+    q, k, v = qkv(r, 1, 1, S, 1, d)
+    q_pos, k_pos = np.array([S - 1], np.int32), np.arange(S, dtype=np.int32)
+    for bad in ("q", "k", "v"):
+        qq, kk, vv = q.copy(), k.copy(), v.copy()
+        if bad == "q":
+            qq[0, 0, 3] = np.nan
+        else:  # one element of an allowed key / value row
+            (kk if bad == "k" else vv)[S // 2, 0, 5] = np.nan
+        for reference in (False, True):
+            out = ops.attention(qq, kk, vv, q_pos, k_pos, device=device, reference=reference).numpy()
+            assert np.isnan(out).any(), f"NaN in {bad} was hidden (reference={reference})"
+
+
+# ---------------------------------------------------------------------------------------------------
+# bad input
+
+F = np.float32
+
+
+def _good():
+    return dict(q=np.zeros((3, 4, 64), F), k=np.zeros((5, 2, 64), F), v=np.zeros((5, 2, 64), F),
+                q_pos=np.arange(3, dtype=np.int32), k_pos=np.arange(5, dtype=np.int32))
+
+
+def _call(**over):
+    a = _good()
+    kw = {n: over.pop(n) for n in list(over) if n not in a}
+    a.update(over)
+    return ops.attention(a["q"], a["k"], a["v"], a["q_pos"], a["k_pos"], **kw)
+
+
+@pytest.mark.parametrize("over,operand", [
+    (dict(k=np.zeros((5, 2, 72), F)), "k"),
+    (dict(v=np.zeros((5, 2, 72), F)), "v"),
+    (dict(v=np.zeros((6, 2, 64), F)), "v"),
+    (dict(q=np.zeros((3, 3, 64), F)), "q"),  # 3 query heads over 2 kv heads
+    (dict(q_pos=np.arange(4, dtype=np.int32)), "q_pos"),
+    (dict(k_pos=np.arange(4, dtype=np.int32)), "k_pos"),
+    (dict(q=np.zeros((3, 4, 64), np.float16)), "q"),
+    (dict(k=mb.Tensor(np.zeros((5, 2, 64), F), dtype="bf16")), "k"),
+    (dict(v=np.zeros((5, 2, 64), np.int32)), "v"),
+    (dict(q_pos=np.arange(3, dtype=np.int64)), "q_pos"),
+    (dict(k_pos=np.arange(5, dtype=F)), "k_pos"),
+    (dict(k=np.zeros((5, 2, 128), F)[:, :, ::2]), "k"),  # non-contiguous last dim
+    (dict(v=np.zeros((5, 2, 128), F)[:, :, ::2]), "v"),
+    (dict(q=np.zeros((3, 4, 64), F)[::-1]), "q"),  # q must be contiguous
+    (dict(q=np.zeros((3, 256), F)), "q"),
+    (dict(q_block=np.zeros(3, np.int32)), "k_block"),
+    (dict(q_block=np.zeros(3, np.int32), k_block=np.zeros(4, np.int32)), "k_block"),
+    (dict(q_block=np.zeros(3, F), k_block=np.zeros(5, np.int32)), "q_block"),
+    (dict(window=-1), "window"),
+    (dict(softcap=-1.0), "softcap"),
+    (dict(scale=float("inf")), "scale"),
+    (dict(out=np.zeros((3, 4, 32), F)), "out"),
+])
+def test_bad_input(over, operand):
+    with pytest.raises(mb.InputError, match=rf"^attention: .*\b{operand}\b"):
+        _call(**over)
+
+
+def test_out_aliasing_inputs_rejected():
+    a = _good()
+    qt = mb.Tensor(a["q"])
+    with pytest.raises(mb.InputError, match=r"^attention: out overlaps input q\b"):
+        ops.attention(qt, a["k"], a["v"], a["q_pos"], a["k_pos"], out=qt)
+    for name in ("k", "v"):
+        # out shares memory with the tail of k / v.
+        buf = np.zeros(5 * 2 * 64 + 3 * 4 * 64, F)
+        b = _good()
+        b[name] = buf[: 5 * 2 * 64].reshape(5, 2, 64)
+        out = buf[64: 64 + 3 * 4 * 64].reshape(3, 4, 64)
+        with pytest.raises(mb.InputError, match=rf"^attention: out overlaps input {name}\b"):
+            ops.attention(b["q"], b["k"], b["v"], b["q_pos"], b["k_pos"], out=out)
