@@ -676,3 +676,24 @@ def test_bad_shard_is_named(tmp_path):
     shard.write_bytes(shard.read_bytes() + b"junk")
     msg = ckpt_fails(tmp_path, "trailing bytes")
     assert str(shard) in msg
+
+
+def test_json_depth_limit_and_no_stack_overflow(tmp_path):
+    # 64 levels parse (and are then rejected as a non-object header); 65 are a JSON error; a million
+    # nested brackets are rejected without recursing a million times.
+    p = tmp_path / "d64.safetensors"
+    p.write_bytes(raw_file(("[" * 64 + "]" * 64).encode()))
+    msg = open_fails(p, "header is an array")
+    assert "invalid header" not in msg
+    p.write_bytes(raw_file(("[" * 65 + "]" * 65).encode()))
+    open_fails(p, "invalid header", "deeper than 64")
+    p.write_bytes(raw_file(b"[" * 1_000_000))
+    open_fails(p, "invalid header", "deeper than 64")
+
+
+def test_json_value_count_limit(tmp_path):
+    # A header that is one huge array of small numbers stops at the value limit instead of building
+    # a parse tree proportional to the file.
+    p = tmp_path / "many.safetensors"
+    p.write_bytes(raw_file(b"[" + b"0," * 3_000_000 + b"0]"))
+    open_fails(p, "invalid header", "more than 2097152 JSON values")

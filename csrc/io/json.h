@@ -55,7 +55,7 @@ class ParseError : public std::runtime_error {
 
 struct Limits {
   int max_depth = 64;                // nested arrays/objects
-  size_t max_values = size_t(1) << 22;  // total values (bounds memory at ~tens of bytes per value)
+  size_t max_values = size_t(1) << 21;  // total values: ~2M x 56 bytes bounds the parse tree (~250k tensors)
 };
 
 // Parses exactly one JSON value surrounded by optional whitespace. Validates UTF-8 first.
