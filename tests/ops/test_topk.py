@@ -66,6 +66,7 @@ def test_topk_long_rows_and_many_rows(device):
     ("k", lambda: ops.topk(np.ones((2, 5), np.float32), 0)),
     ("k", lambda: ops.topk(np.ones((2, 5), np.float32), 6)),
     ("k", lambda: ops.topk(np.ones((2, 5), np.float32), -1)),
+    ("k", lambda: ops.topk(np.ones((2, 5), np.float32), 10**15)),
     ("x", lambda: ops.topk(np.ones(5, np.float32), 1)),
     ("x", lambda: ops.topk(np.ones((2, 5), np.float16), 1)),
     ("x", lambda: ops.topk(np.ones((2, 5), np.int32), 1)),
