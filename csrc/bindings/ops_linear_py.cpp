@@ -1,4 +1,6 @@
 // markbase._core.ops: linear, embedding, topk.
+#include <algorithm>
+
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
 #include "ops/embedding.h"
@@ -44,8 +46,9 @@ void bind(py::module_& m) {
 
   m.def("topk", [](const py::object& xo, int64_t k, const std::string& device, bool reference) {
     Tensor x = as_tensor(xo, "topk", "x");
-    const int64_t R = x.dim() == 2 ? x.size(0) : 0;
-    const int64_t kk = std::max<int64_t>(k, 0);
+    const int64_t R = x.dim() == 2 ? x.size(0) : 0, N = x.dim() == 2 ? x.size(1) : 0;
+    // An out-of-range k is reported by the front door; never allocate for it.
+    const int64_t kk = std::clamp<int64_t>(k, 0, N);
     Tensor values = Tensor::empty(DType::F32, {R, kk});
     Tensor indices = Tensor::empty(DType::I32, {R, kk});
     Exec ex = make_exec(device, reference);

@@ -133,6 +133,8 @@ from markbase._core import ops, num_threads
 
 def task_cpu_ticks():
     ticks = {}
+    if not os.path.isdir("/proc/self/task"):  # not Linux: per-thread CPU time unavailable
+        return None
     for tid in os.listdir("/proc/self/task"):
         with open(f"/proc/self/task/{tid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
@@ -144,8 +146,8 @@ x = mb.Tensor(r.normal(size=(64, 1024)).astype(np.float32), dtype="bf16")
 w = mb.Tensor(r.normal(size=(2048, 1024)).astype(np.float32), dtype="bf16")
 out = ops.linear(x, w)  # also starts the pool
 before = task_cpu_ticks()
-busy = 0
-for _ in range(60):  # until two threads have been charged CPU time (10 ms ticks), at most ~60 calls
+busy = -1
+for _ in range(60 if before is not None else 0):  # until two threads have been charged CPU time (10 ms ticks), at most ~60 calls
     ops.linear(x, w, out=out)
     after = task_cpu_ticks()
     busy = sum(1 for t, v in after.items() if v > before.get(t, 0))
@@ -166,13 +168,13 @@ def _run_child(tmp_path, name, env_extra):
     return threads, busy, np.load(path)
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc for per-thread CPU time")
 def test_linear_uses_all_threads_and_is_deterministic(tmp_path):
     threads2, busy2, out2 = _run_child(tmp_path, "t2", {"MARKBASE_NUM_THREADS": "2"})
     threads1, busy1, out1 = _run_child(tmp_path, "t1", {"MARKBASE_NUM_THREADS": "1"})
     assert threads2 == 2 and threads1 == 1
     # With a 2-thread pool, a large linear must charge CPU time to both threads (the caller and a worker).
-    assert busy2 >= 2, "the fast linear ran on a single thread"
+    # (busy = -1: no /proc, i.e. not Linux; then only the determinism below is checked.)
+    assert busy2 >= 2 or (busy2 == -1 and not sys.platform.startswith("linux")), "the fast linear ran on one thread"
     # Blocks of w rows are fixed, not derived from the thread count, so the result is bit-identical.
     np.testing.assert_array_equal(out1, out2)
 

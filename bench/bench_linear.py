@@ -1,0 +1,57 @@
+"""linear throughput for Gemma-4 E2B shapes (bf16 weights and activations).
+
+Decode (M = 1) is a GEMV: memory-bound, so it is reported as GB/s of weight traffic and as a fraction of
+the memory bandwidth measured in the same run (bench/conftest.py). Every call reads a different copy of
+the weights, cycling through ≥ 256 MB in total, so they come from main memory as in a real forward pass
+(which streams gigabytes per token), not from the 32 MB L3. Prefill (M = 128) is compute-bound and is
+reported as GFLOP/s as well.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import markbase as mb
+from markbase._core import ops
+
+COLD_BYTES = 256 << 20
+
+# (K, N) = (in, out) features; E2B hidden 1536, MLP 6144, q-proj + kv 2048.
+DECODE_SHAPES = [(1536, 6144), (6144, 1536), (1536, 2048)]
+PREFILL_SHAPES = [(1536, 6144), (6144, 1536)]
+
+
+def bf16_weight_copies(K, N, total_bytes):
+    """Enough bf16 [N, K] weight tensors (distinct memory, same values) to cover total_bytes."""
+    r = np.random.default_rng(0)
+    bits = mb.Tensor(r.standard_normal((N, K), dtype=np.float32), dtype="bf16").numpy()
+    count = max(1, -(-total_bytes // bits.nbytes))
+    return [mb.Tensor(bits.copy(), dtype="bf16") for _ in range(count)]
+
+
+def run(benchmark, memory_bandwidth, summary, M, K, N, label):
+    weights = bf16_weight_copies(K, N, COLD_BYTES)
+    x = mb.Tensor(np.random.default_rng(1).standard_normal((M, K), dtype=np.float32), dtype="bf16")
+    out = mb.Tensor.empty([M, N], "bf16")
+    cycle = itertools.cycle(weights)
+    benchmark(lambda: ops.linear(x, next(cycle), out=out))
+    seconds = benchmark.stats.stats.median
+    weight_gbs = N * K * 2 / seconds / 1e9
+    gflops = 2 * M * N * K / seconds / 1e9
+    roofline = weight_gbs / memory_bandwidth["best"]
+    benchmark.extra_info.update({"M": M, "K": K, "N": N, "weight_GB_per_s": round(weight_gbs, 2),
+                                 "GFLOP_per_s": round(gflops, 2), "memory_GB_per_s": round(memory_bandwidth["best"], 2),
+                                 "roofline_fraction": round(roofline, 3), "threads": mb._core.num_threads()})
+    summary.append(f"linear {label} M={M} K={K} N={N} bf16: {seconds * 1e3:.3f} ms, weights {weight_gbs:.1f} GB/s "
+                   f"= {roofline:.2f} of measured bandwidth, {gflops:.1f} GFLOP/s ({mb._core.num_threads()} threads)")
+
+
+@pytest.mark.parametrize("K,N", DECODE_SHAPES)
+def test_decode_gemv(benchmark, memory_bandwidth, summary, K, N):
+    run(benchmark, memory_bandwidth, summary, 1, K, N, "decode")
+
+
+@pytest.mark.parametrize("K,N", PREFILL_SHAPES)
+def test_prefill_gemm(benchmark, memory_bandwidth, summary, K, N):
+    run(benchmark, memory_bandwidth, summary, 128, K, N, "prefill")
