@@ -68,7 +68,12 @@ Tensor wrap_array(const py::array& arr, DType dt) {
 
 }  // namespace
 
-Tensor tensor_from_numpy(const py::array& arr, const std::optional<std::string>& dtype) {
+Tensor tensor_from_numpy(const py::array& arr_in, const std::optional<std::string>& dtype) {
+  // Non-native byte order (e.g. '>f4') cannot be viewed in place: convert to native order first.
+  py::array arr = arr_in;
+  char order = arr.dtype().byteorder();
+  if (order != '=' && order != '|')
+    arr = py::array::ensure(arr.attr("astype")(arr.dtype().attr("newbyteorder")("=")));
   std::optional<DType> native = numpy_dtype(arr.dtype());
   if (!dtype) {
     if (!native) throw InputError(cat("numpy dtype ", std::string(py::str(arr.dtype())), " has no markbase equivalent"));
@@ -188,7 +193,7 @@ void bind_core(py::module_& m) {
       })
       .def("is_contiguous", &Tensor::is_contiguous)
       .def("numpy", &tensor_to_numpy, "Zero-copy numpy view (bf16 as uint16).")
-      .def("to_float32", [](const Tensor& t) { return tensor_to_numpy(t.to(DType::F32)); },
+      .def("to_float32", [](const Tensor& t) { return tensor_to_numpy(t.dtype() == DType::F32 ? t.clone() : t.to(DType::F32)); },
            "A float32 numpy copy (converting bf16 / f16).")
       .def("to", [](const Tensor& t, const std::string& dt) { return t.to(dtype_from_name(dt)); }, py::arg("dtype"))
       .def("contiguous", &Tensor::contiguous)

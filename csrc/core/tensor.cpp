@@ -91,6 +91,7 @@ int64_t Tensor::numel() const {
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // nothing to lay out (numpy gives empty arrays zero strides)
   int64_t acc = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     if (shape_[size_t(i)] != 1 && strides_[size_t(i)] != acc) return false;

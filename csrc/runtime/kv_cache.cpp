@@ -9,7 +9,9 @@ namespace mb::runtime {
 
 LayerKvCache::LayerKvCache(int64_t n_kv, int64_t head_dim, int64_t window, int64_t max_chunk, int64_t max_context)
     : n_kv_(n_kv), d_(head_dim), window_(window), max_context_(max_context) {
-  if (window > 0) {
+  // A ring only pays when the context is longer than it; otherwise keep every token (masks still apply).
+  if (window > 0 && window - 1 + max_chunk >= max_context) window_ = 0;
+  if (window_ > 0) {
     grow_to(std::min(window - 1 + max_chunk, max_context));
   } else {
     grow_to(std::min<int64_t>(max_context, 256));

@@ -3,6 +3,7 @@
 //   full layers:    every token is kept; capacity grows by doubling up to max_context.
 //   sliding layers: a ring of window − 1 + max_chunk slots: after any append of ≤ max_chunk tokens the
 //                   window − 1 tokens before the chunk are still present, which is all a query can see.
+//                   (When max_context is no longer than that ring, a plain full cache is used instead.)
 #pragma once
 #include <cstdint>
 

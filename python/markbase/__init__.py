@@ -10,6 +10,7 @@ from ._core import (
     Tensor,
 )
 
+from . import io
 from .api import Model, Session, load
 from .validate import Report, validate
 

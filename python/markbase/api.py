@@ -42,6 +42,8 @@ def _as_ids(input_ids, vocab: int, what: str = "input_ids") -> np.ndarray:
     if isinstance(input_ids, (list, tuple)) and len(input_ids) and isinstance(input_ids[0], bool):
         raise InputError(f"{what} must be integers, got booleans")
     arr = np.asarray(input_ids)
+    if arr.size == 0:
+        raise InputError(f"{what} is empty")
     if arr.dtype == object or arr.dtype.kind not in _TORCH_LIKE_INT_KINDS:
         raise InputError(f"{what} must be an array of integer token ids, got dtype {arr.dtype}")
     if arr.ndim == 2 and arr.shape[0] == 1:

@@ -1,0 +1,123 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/errors.h"
+
+namespace mb::runtime {
+
+namespace {
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+}  // namespace
+
+Rng::Rng(uint64_t seed) {
+  for (auto& s : s_) s = splitmix64(seed);
+}
+
+uint64_t Rng::next() {
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+double Rng::uniform() { return double(next() >> 11) * 0x1.0p-53; }
+
+Sampler::Sampler(SamplerParams p, uint64_t seed) : p_(p), rng_(seed) {
+  if (!(p.temperature >= 0.f) || !std::isfinite(p.temperature)) throw InputError(cat("sampler: temperature must be >= 0, got ", p.temperature));
+  if (p.top_k < 0) throw InputError(cat("sampler: top_k must be >= 0, got ", p.top_k));
+  if (!(p.top_p > 0.f && p.top_p <= 1.f)) throw InputError(cat("sampler: top_p must be in (0, 1], got ", p.top_p));
+  if (!(p.min_p >= 0.f && p.min_p < 1.f)) throw InputError(cat("sampler: min_p must be in [0, 1), got ", p.min_p));
+  if (!(p.repetition_penalty > 0.f) || !std::isfinite(p.repetition_penalty))
+    throw InputError(cat("sampler: repetition_penalty must be > 0, got ", p.repetition_penalty));
+  if (!std::isfinite(p.presence_penalty)) throw InputError("sampler: presence_penalty must be finite");
+  if (!std::isfinite(p.frequency_penalty)) throw InputError("sampler: frequency_penalty must be finite");
+}
+
+void Sampler::reset(uint64_t seed) {
+  rng_ = Rng(seed);
+  counts_.clear();
+}
+
+void Sampler::observe(const int32_t* tokens, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) ++counts_[tokens[i]];
+}
+
+int32_t Sampler::sample(const float* logits, int64_t vocab) {
+  if (vocab <= 0) throw InputError("sampler: empty logits");
+  work_.assign(logits, logits + vocab);
+  float* z = work_.data();
+  for (int64_t i = 0; i < vocab; ++i)
+    if (std::isnan(z[i])) throw InputError(cat("sampler: logit ", i, " is NaN"));
+  for (const auto& [tok, cnt] : counts_) {
+    if (tok < 0 || tok >= vocab) continue;
+    float& v = z[tok];
+    if (p_.repetition_penalty != 1.f) v = v > 0.f ? v / p_.repetition_penalty : v * p_.repetition_penalty;
+    v -= p_.presence_penalty + p_.frequency_penalty * float(cnt);
+  }
+  int32_t chosen;
+  if (p_.temperature == 0.f) {
+    chosen = int32_t(std::max_element(z, z + vocab) - z);  // first maximum: lowest index on ties
+  } else {
+    // Candidates sorted by logit (descending, lower index first on ties); top-k cuts the list.
+    order_.resize(size_t(vocab));
+    std::iota(order_.begin(), order_.end(), 0);
+    auto by_logit = [z](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
+    int64_t n = vocab;
+    if (p_.top_k > 0 && p_.top_k < vocab) {
+      std::partial_sort(order_.begin(), order_.begin() + p_.top_k, order_.end(), by_logit);
+      n = p_.top_k;
+    } else {
+      std::sort(order_.begin(), order_.end(), by_logit);
+    }
+    // Softmax of logit / temperature over the candidates (f64 for a stable cumulative sum).
+    std::vector<double> prob(static_cast<size_t>(n));
+    const double inv_t = 1.0 / double(p_.temperature);
+    const double zmax = double(z[order_[0]]) * inv_t;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += prob[size_t(i)] = std::exp(double(z[order_[size_t(i)]]) * inv_t - zmax);
+    for (auto& q : prob) q /= sum;
+    // top-p: the smallest prefix whose mass reaches top_p (always at least one token).
+    int64_t keep = n;
+    if (p_.top_p < 1.f) {
+      double cum = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        cum += prob[size_t(i)];
+        if (cum >= double(p_.top_p)) { keep = i + 1; break; }
+      }
+    }
+    // min-p: drop tokens below min_p times the most likely one.
+    if (p_.min_p > 0.f) {
+      const double floor = double(p_.min_p) * prob[0];
+      int64_t k = 1;
+      while (k < keep && prob[size_t(k)] >= floor) ++k;
+      keep = k;
+    }
+    double mass = 0.0;
+    for (int64_t i = 0; i < keep; ++i) mass += prob[size_t(i)];
+    const double u = rng_.uniform() * mass;
+    double cum = 0.0;
+    chosen = order_[size_t(keep - 1)];
+    for (int64_t i = 0; i < keep; ++i) {
+      cum += prob[size_t(i)];
+      if (u < cum) { chosen = order_[size_t(i)]; break; }
+    }
+  }
+  ++counts_[chosen];
+  return chosen;
+}
+
+}  // namespace mb::runtime

@@ -1,0 +1,50 @@
+// Token sampler: penalties, temperature, top-k, top-p, min-p and a seeded, platform-independent
+// generator, so the same seed yields the same tokens on every run and backend.
+// Order (as transformers' logits processors): repetition penalty, presence / frequency penalties,
+// then temperature, top-k, top-p, min-p on the softmax of what is left; temperature 0 = greedy.
+#pragma once
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace mb::runtime {
+
+struct SamplerParams {
+  float temperature = 1.0f;         // 0 = greedy (argmax, lowest index on ties)
+  int64_t top_k = 0;                // 0 = off
+  float top_p = 1.0f;               // in (0, 1]; 1 = off
+  float min_p = 0.0f;               // in [0, 1); 0 = off: keep tokens with p >= min_p · p_max
+  float repetition_penalty = 1.0f;  // > 0; HF rule: seen logit > 0 → / penalty, else × penalty
+  float presence_penalty = 0.0f;    // subtracted once from every seen token's logit
+  float frequency_penalty = 0.0f;   // subtracted per occurrence
+};
+
+// xoshiro256** seeded through splitmix64: fixed integer arithmetic, identical everywhere.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed);
+  uint64_t next();
+  double uniform();  // [0, 1) with 53 random bits
+ private:
+  uint64_t s_[4];
+};
+
+class Sampler {
+ public:
+  Sampler(SamplerParams params, uint64_t seed);  // throws InputError naming a bad parameter
+  // Counts tokens for the penalties (the prompt and every accepted token).
+  void observe(const int32_t* tokens, int64_t n);
+  // Picks the next token from logits[vocab] (not modified) and records it.
+  int32_t sample(const float* logits, int64_t vocab);
+  const SamplerParams& params() const { return p_; }
+  void reset(uint64_t seed);
+
+ private:
+  SamplerParams p_;
+  Rng rng_;
+  std::unordered_map<int32_t, int32_t> counts_;
+  std::vector<float> work_;
+  std::vector<int32_t> order_;
+};
+
+}  // namespace mb::runtime

@@ -1,0 +1,143 @@
+"""The checkpoint's tokenizer (`tokenizer.json` through the `tokenizers` library) and chat template."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterable
+
+from ._core import CheckpointError, InputError
+from .chat_template import check_messages, render
+
+BOS, EOS, PAD = "<bos>", "<eos>", "<pad>"
+TURN_END = "<turn|>"
+CHANNEL_OPEN, CHANNEL_CLOSE = "<|channel>", "<channel|>"
+
+
+class Tokenizer:
+    """encode / decode / streaming detokenisation / apply_chat_template for a checkpoint directory."""
+
+    def __init__(self, directory: str | os.PathLike):
+        from tokenizers import Tokenizer as HFTokenizer
+
+        d = os.fspath(directory)
+        path = os.path.join(d, "tokenizer.json")
+        if not os.path.exists(path):
+            raise CheckpointError(f"{d}: no tokenizer.json (text prompts need the checkpoint's tokenizer)")
+        try:
+            self._tok = HFTokenizer.from_file(path)
+        except Exception as e:  # noqa: BLE001 - the library raises plain Exceptions
+            raise CheckpointError(f"{path}: unreadable tokenizer ({e})") from None
+        self.config: dict = {}
+        cfg_path = os.path.join(d, "tokenizer_config.json")
+        if os.path.exists(cfg_path):
+            try:
+                with open(cfg_path, "rb") as f:
+                    self.config = json.loads(f.read().decode("utf-8"))
+            except (ValueError, UnicodeDecodeError) as e:
+                raise CheckpointError(f"{cfg_path}: not valid JSON ({e})") from None
+        self.chat_template: str | None = None
+        jinja_path = os.path.join(d, "chat_template.jinja")
+        if os.path.exists(jinja_path):
+            with open(jinja_path, encoding="utf-8") as f:
+                self.chat_template = f.read()
+        elif isinstance(self.config.get("chat_template"), str):
+            self.chat_template = self.config["chat_template"]
+        self.bos_token = self._token_text("bos_token", BOS)
+        self.eos_token = self._token_text("eos_token", EOS)
+        self.pad_token = self._token_text("pad_token", PAD)
+        self.bos_id = self._tok.token_to_id(self.bos_token)
+        if self.bos_id is None:
+            raise CheckpointError(f"{path}: the vocabulary has no {self.bos_token} token")
+        self.eos_id = self._tok.token_to_id(self.eos_token)
+
+    def _token_text(self, key: str, default: str) -> str:
+        v = self.config.get(key, default)
+        if isinstance(v, dict):  # AddedToken serialisation
+            v = v.get("content", default)
+        return v if isinstance(v, str) else default
+
+    @property
+    def vocab_size(self) -> int:
+        """Largest id + 1 (ids may be sparse: never assume every id below it exists)."""
+        return max(self._tok.get_vocab(with_added_tokens=True).values()) + 1
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._tok.token_to_id(token)
+
+    def id_to_token(self, i: int) -> str | None:
+        return self._tok.id_to_token(i)
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids; with add_special_tokens, exactly one <bos> leads (never two)."""
+        if not isinstance(text, str):
+            raise InputError(f"encode: text must be a string, got {type(text).__name__}")
+        ids = self._tok.encode(text, add_special_tokens=False).ids
+        if add_special_tokens:
+            while ids and ids[0] == self.bos_id:
+                ids = ids[1:]
+            ids = [self.bos_id] + ids
+        return ids
+
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
+        return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+    def stream(self, skip_special_tokens: bool = False) -> "StreamDecoder":
+        return StreamDecoder(self, skip_special_tokens)
+
+    def apply_chat_template(self, messages, add_generation_prompt: bool = True, tools: list | None = None,
+                            allowed_media: set[str] | None = None, **kwargs) -> str:
+        """Renders the checkpoint's chat template exactly as transformers' apply_chat_template(tokenize=False)."""
+        if self.chat_template is None:
+            raise CheckpointError("this checkpoint has no chat template (chat_template.jinja or tokenizer_config.json)")
+        msgs = check_messages(messages, allowed_media)
+        specials = {k: self._token_text(k, "") for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
+        return render(self.chat_template, msgs, add_generation_prompt=add_generation_prompt, tools=tools,
+                      special_tokens=specials, **kwargs)
+
+
+class StreamDecoder:
+    """Incremental detokenisation that never emits broken UTF-8 and never takes text back.
+
+    Text is emitted only once decoding more tokens can no longer change it: the pending tokens are
+    decoded together with a few tokens of already-emitted context, and a trailing U+FFFD (an incomplete
+    byte-fallback sequence) holds the output back until the character completes.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = False):
+        self._t = tokenizer
+        self._skip = skip_special_tokens
+        self._ids: list[int] = []
+        self._prefix = 0  # start of the context window in _ids
+        self._read = 0    # tokens already turned into emitted text
+
+    def push(self, token_id: int) -> str:
+        self._ids.append(int(token_id))
+        prefix_text = self._t.decode(self._ids[self._prefix:self._read], self._skip)
+        new_text = self._t.decode(self._ids[self._prefix:], self._skip)
+        if len(new_text) > len(prefix_text) and not new_text.endswith("\ufffd") and new_text.startswith(prefix_text):
+            out = new_text[len(prefix_text):]
+            self._prefix = self._read
+            self._read = len(self._ids)
+            return out
+        return ""
+
+    def flush(self) -> str:
+        """Whatever is still held back at the end of generation (may include U+FFFD for broken bytes)."""
+        prefix_text = self._t.decode(self._ids[self._prefix:self._read], self._skip)
+        new_text = self._t.decode(self._ids[self._prefix:], self._skip)
+        self._prefix = self._read = len(self._ids)
+        return new_text[len(prefix_text):] if new_text.startswith(prefix_text) else ""
+
+
+def split_thinking(text: str) -> tuple[str | None, str]:
+    """Separates a `<|channel>thought … <channel|>` block from the answer: (thinking or None, answer)."""
+    start = text.find(CHANNEL_OPEN)
+    if start < 0:
+        return None, text
+    end = text.find(CHANNEL_CLOSE, start)
+    body = text[start + len(CHANNEL_OPEN):] if end < 0 else text[start + len(CHANNEL_OPEN):end]
+    rest = text[:start] + ("" if end < 0 else text[end + len(CHANNEL_CLOSE):])
+    if body.startswith("thought"):
+        body = body[len("thought"):]
+    return body.strip("\n"), rest.strip()
