@@ -1,6 +1,7 @@
 // markbase._core.ops: attention.
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
+#include "backend/cpu/attention.h"
 #include "ops/attention.h"
 
 namespace mb::py_bind {
@@ -43,6 +44,8 @@ void bind(py::module_& m) {
         "(k_pos <= q_pos if causal, or same block) and k_pos > q_pos - window (window 0 = unlimited); with "
         "block_overrides_window the same block also bypasses the window (unified 12B). GQA: head h reads kv "
         "head h // (Hq / Hkv). Rows with no allowed key are zeros.");
+  m.def("_attention_simd", [] { return std::string(cpu::attention_simd_name()); },
+        "Inner loops of the fast CPU attention kernel: 'avx2' or 'portable' (MARKBASE_ATTENTION_SIMD=portable forces it).");
 }
 
 Registrar reg("ops", bind);

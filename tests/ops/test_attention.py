@@ -9,6 +9,10 @@ leaves ~10× headroom over the observed errors while still catching a wrong key,
 (those move outputs by O(max|v|/S) ≥ 1e-3 here).
 """
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -177,6 +181,21 @@ def test_long_decode_split_keys(layout, window, device):
     check(fast, ref, want, v, f"long decode {layout} window={window}")
 
 
+@pytest.mark.parametrize("d,heads,T,S", [(1, (6, 2), 3, 31), (13, (7, 1), 5, 257), (100, (7, 1), 2, 300),
+                                        (200, (6, 1), 3, 65), (37, (1, 1), 1, 4097)])
+def test_odd_head_dims(d, heads, T, S, device):
+    """Head dims that are not a multiple of the SIMD width (scalar tails), and 3, 6 or 7 query heads per
+    kv head (every mix of the 4-, 2- and 1-head blocks of the grouped kernels)."""
+    Hq, Hkv = heads
+    r = rng(d)
+    q, k, v = qkv(r, T, Hq, S, Hkv, d)
+    k_arg, v_arg, k_pos, k_np, v_np = make_cache(r, k, v, "ring")
+    q_pos = query_positions(T, S)
+    fast, ref = run_both(device, (q, k_arg, v_arg, q_pos, k_pos), (T, Hq, d), window=40)
+    want = attention_np(q, k_np, v_np, q_pos, k_pos, window=40)
+    check(fast, ref, want, v, f"odd d={d} heads={heads}")
+
+
 def test_decode_gqa_sliding_ring(device):
     """A sliding-window layer's decode step as the model will run it: ring of W−1 cached keys plus the
     new one (W keys incl. self), older positions overwritten, Hq = 8 over Hkv = 2, d = 256."""
@@ -193,6 +212,33 @@ def test_decode_gqa_sliding_ring(device):
     check(fast, ref, want, v, "sliding ring decode")
     # Sanity of the numpy mask itself: exactly W keys are visible (including self).
     assert mask_np(q_pos, k_pos, None, None, True, W, False).sum() == W
+
+
+PORTABLE_CHECK = r"""
+import sys
+import numpy as np
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/.."]  # tests/ops (this file) and tests/ (parity)
+from test_attention import attention_np, make_cache, qkv, query_positions, rng, ops
+assert ops._attention_simd() == "portable", ops._attention_simd()
+for d, (Hq, Hkv), T, S in [(72, (7, 1), 3, 257), (13, (6, 2), 2, 31), (256, (8, 2), 1, 600)]:
+    r = rng(d)
+    q, k, v = qkv(r, T, Hq, S, Hkv, d)
+    k_arg, v_arg, k_pos, k_np, v_np = make_cache(r, k, v, "ring")
+    q_pos = query_positions(T, S)
+    fast = ops.attention(q, k_arg, v_arg, q_pos, k_pos, window=100).numpy()
+    want = attention_np(q, k_np, v_np, q_pos, k_pos, window=100)
+    np.testing.assert_allclose(fast, want, rtol=1e-5, atol=1e-5 * np.abs(v).max())
+print("ok")
+"""
+
+
+def test_portable_inner_loops():
+    """The non-AVX2 fallback (used on ARM), forced on this machine in a fresh process."""
+    env = dict(os.environ, MARKBASE_ATTENTION_SIMD="portable")
+    here = os.path.dirname(os.path.abspath(__file__))
+    res = subprocess.run([sys.executable, "-c", PORTABLE_CHECK, here], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stdout + res.stderr
 
 
 # ---------------------------------------------------------------------------------------------------

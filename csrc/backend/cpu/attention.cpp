@@ -104,14 +104,15 @@ struct FastScratch {
   std::vector<float> mx;     // [rows] running max of the logits
   std::vector<float> sum;    // [rows] running Σ exp(logit − mx)
   std::vector<char> seen;    // [tq] any allowed key so far (per query; shared by its heads)
-  std::vector<float> logit;  // [tile]
+  std::vector<float> logit;  // [group, tile] logits, then softmax weights
   std::vector<const float*> k_rows, v_rows;  // [tile] gathered allowed keys of one query
 
-  void reserve(int64_t rows, int64_t tq, int64_t d, int64_t tile) {
+  void reserve(int64_t rows, int64_t tq, int64_t group, int64_t d, int64_t tile) {
     if (int64_t(acc.size()) < rows * d) acc.resize(size_t(rows * d));
     if (int64_t(mx.size()) < rows) mx.resize(size_t(rows)), sum.resize(size_t(rows));
     if (int64_t(seen.size()) < tq) seen.resize(size_t(tq));
-    if (int64_t(logit.size()) < tile) logit.resize(size_t(tile)), k_rows.resize(size_t(tile)), v_rows.resize(size_t(tile));
+    if (int64_t(logit.size()) < group * tile) logit.resize(size_t(group * tile));
+    if (int64_t(k_rows.size()) < tile) k_rows.resize(size_t(tile)), v_rows.resize(size_t(tile));
   }
 };
 
@@ -149,7 +150,7 @@ void run_item(const AttentionView& a, const AttentionParams& p, const AttentionM
   const auto& simd = attn_simd::kernels();
   const int64_t d = a.d, G = a.group, tq = t1 - t0, rows = tq * G;
   const int64_t s0 = split * plan.chunk, s1 = std::min(a.S, s0 + plan.chunk);
-  sc.reserve(rows, tq, d, plan.tile);
+  sc.reserve(rows, tq, G, d, plan.tile);
   std::fill(sc.acc.begin(), sc.acc.begin() + rows * d, 0.f);
   std::fill(sc.mx.begin(), sc.mx.begin() + rows, kNegInf);
   std::fill(sc.sum.begin(), sc.sum.begin() + rows, 0.f);
@@ -171,32 +172,37 @@ void run_item(const AttentionView& a, const AttentionParams& p, const AttentionM
       if (n == 0) continue;
       const bool first = !sc.seen[t - t0];
       sc.seen[t - t0] = 1;
+      // Logits of all heads of the group at once (each key row loaded once): logit[g·ld + j].
+      const int64_t ld = plan.tile;
+      float* logit = sc.logit.data();
+      float* acc_t = sc.acc.data() + (t - t0) * G * d;
+      simd.dot_heads(logit, ld, a.q + (t * a.Hq + kvh * G) * d, int(G), sc.k_rows.data(), n, d);
       for (int64_t g = 0; g < G; ++g) {
-        const int64_t h = kvh * G + g, r = (t - t0) * G + g;
-        float* logit = sc.logit.data();
-        simd.dot_rows(logit, a.q + (t * a.Hq + h) * d, sc.k_rows.data(), n, d);
+        const int64_t r = (t - t0) * G + g;
+        float* lg = logit + g * ld;
         float tile_max = kNegInf;
         for (int j = 0; j < n; ++j) {
-          logit[j] = attention_logit(logit[j], p.scale, p.softcap);
-          tile_max = j == 0 ? logit[j] : nan_max(tile_max, logit[j]);
+          lg[j] = attention_logit(lg[j], p.scale, p.softcap);
+          tile_max = j == 0 ? lg[j] : nan_max(tile_max, lg[j]);
         }
         // Online softmax: rescale what was accumulated under the old max when the max grows.
-        float* acc = sc.acc.data() + r * d;
         const float new_max = first ? tile_max : nan_max(sc.mx[r], tile_max);
         if (!first && !(new_max == sc.mx[r])) {
           const float alpha = std::exp(sc.mx[r] - new_max);
           sc.sum[r] *= alpha;
+          float* acc = acc_t + g * d;
           for (int64_t i = 0; i < d; ++i) acc[i] *= alpha;
         }
         float tile_sum = 0.f;
         for (int j = 0; j < n; ++j) {
-          logit[j] = std::exp(logit[j] - new_max);
-          tile_sum += logit[j];
+          lg[j] = std::exp(lg[j] - new_max);
+          tile_sum += lg[j];
         }
         sc.sum[r] += tile_sum;
         sc.mx[r] = new_max;
-        simd.accumulate_rows(acc, logit, sc.v_rows.data(), n, d);
       }
+      // acc[g] += Σ_j weight[g, j]·v_j for every head of the group (each value row loaded once).
+      simd.accumulate_heads(acc_t, logit, ld, int(G), sc.v_rows.data(), n, d);
     }
   }
 
@@ -246,6 +252,8 @@ void merge_row(const float* parts, int64_t nsplit, int64_t d, float* o) {
 }
 
 }  // namespace
+
+const char* attention_simd_name() { return attn_simd::kernels().name; }
 
 void attention_fast(const Tensor& qt, const Tensor& kt, const Tensor& vt, const Tensor& qpt, const Tensor& kpt,
                     const Tensor* qbt, const Tensor* kbt, Tensor& ot, const AttentionParams& p) {

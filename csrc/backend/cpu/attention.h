@@ -16,6 +16,9 @@ void attention_ref(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
 void attention_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
                     const Tensor* q_block, const Tensor* k_block, Tensor& out, const ops::AttentionParams& p);
 
+// Which inner loops attention_fast uses on this CPU: "avx2" or "portable".
+const char* attention_simd_name();
+
 // The mask, shared by both kernels. Positions are widened to 64 bits so q_pos − window cannot overflow.
 struct AttentionMask {
   bool causal;
