@@ -30,8 +30,8 @@ void bind(py::module_& m) {
            py::kw_only(), py::arg("temperature") = 1.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f,
            py::arg("min_p") = 0.0f, py::arg("repetition_penalty") = 1.0f, py::arg("presence_penalty") = 0.0f,
            py::arg("frequency_penalty") = 0.0f, py::arg("seed") = 0)
-      .def("observe", [](Sampler& s, const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& t) {
-        s.observe(t.data(), t.size());
+      .def("observe_prompt", [](Sampler& s, const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& t) {
+        s.observe_prompt(t.data(), t.size());
       }, py::arg("tokens"))
       .def("sample", [](Sampler& s, const py::array_t<float, py::array::c_style | py::array::forcecast>& logits) {
         if (logits.ndim() != 1) throw InputError("sampler: logits must be 1-D [vocab]");

@@ -50,10 +50,11 @@ Sampler::Sampler(SamplerParams p, uint64_t seed) : p_(p), rng_(seed) {
 void Sampler::reset(uint64_t seed) {
   rng_ = Rng(seed);
   counts_.clear();
+  prompt_.clear();
 }
 
-void Sampler::observe(const int32_t* tokens, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) ++counts_[tokens[i]];
+void Sampler::observe_prompt(const int32_t* tokens, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) ++prompt_[tokens[i]];
 }
 
 int32_t Sampler::sample(const float* logits, int64_t vocab) {
@@ -62,11 +63,19 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
   float* z = work_.data();
   for (int64_t i = 0; i < vocab; ++i)
     if (std::isnan(z[i])) throw InputError(cat("sampler: logit ", i, " is NaN"));
+  auto penalise_repeat = [&](int32_t tok) {
+    float& v = z[tok];
+    v = v > 0.f ? v / p_.repetition_penalty : v * p_.repetition_penalty;
+  };
+  if (p_.repetition_penalty != 1.f) {
+    for (const auto& [tok, cnt] : prompt_)
+      if (tok >= 0 && tok < vocab) penalise_repeat(tok);
+    for (const auto& [tok, cnt] : counts_)
+      if (tok >= 0 && tok < vocab && !prompt_.count(tok)) penalise_repeat(tok);
+  }
   for (const auto& [tok, cnt] : counts_) {
     if (tok < 0 || tok >= vocab) continue;
-    float& v = z[tok];
-    if (p_.repetition_penalty != 1.f) v = v > 0.f ? v / p_.repetition_penalty : v * p_.repetition_penalty;
-    v -= p_.presence_penalty + p_.frequency_penalty * float(cnt);
+    z[tok] -= p_.presence_penalty + p_.frequency_penalty * float(cnt);
   }
   int32_t chosen;
   if (p_.temperature == 0.f) {

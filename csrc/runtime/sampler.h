@@ -32,8 +32,9 @@ class Rng {
 class Sampler {
  public:
   Sampler(SamplerParams params, uint64_t seed);  // throws InputError naming a bad parameter
-  // Counts tokens for the penalties (the prompt and every accepted token).
-  void observe(const int32_t* tokens, int64_t n);
+  // Records prompt tokens: the repetition penalty covers them (as transformers, which penalises every
+  // token of input_ids); presence / frequency penalties count generated tokens only (as OpenAI's API).
+  void observe_prompt(const int32_t* tokens, int64_t n);
   // Picks the next token from logits[vocab] (not modified) and records it.
   int32_t sample(const float* logits, int64_t vocab);
   const SamplerParams& params() const { return p_; }
@@ -42,7 +43,8 @@ class Sampler {
  private:
   SamplerParams p_;
   Rng rng_;
-  std::unordered_map<int32_t, int32_t> counts_;
+  std::unordered_map<int32_t, int32_t> counts_;  // generated token -> occurrences
+  std::unordered_map<int32_t, int32_t> prompt_;  // prompt token -> occurrences
   std::vector<float> work_;
   std::vector<int32_t> order_;
 };

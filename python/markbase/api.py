@@ -112,6 +112,93 @@ class Model:
         self.max_context = max_context
         self.validation = report
         self._text = text_model
+        self._tokenizer = None
+
+    @property
+    def tokenizer(self):
+        """The checkpoint's tokenizer (tokenizer.json + chat template), loaded on first use."""
+        if self._tokenizer is None:
+            from .tokenizer import Tokenizer
+
+            self._tokenizer = Tokenizer(self.path)
+        return self._tokenizer
+
+    @property
+    def modalities(self) -> set[str]:
+        """Input media this checkpoint carries encoders for (text always)."""
+        out = {"text"}
+        if self.config.vision is not None:
+            out |= {"image", "video"}
+        if self.config.audio is not None:
+            out.add("audio")
+        return out
+
+    @property
+    def generation_defaults(self) -> dict:
+        from .generate import generation_defaults
+
+        return generation_defaults(self.path, self.config)
+
+    def encode_prompt(self, prompt_or_messages, system: str | None = None, **template_kwargs) -> list[int]:
+        """Token ids for a raw text prompt (one <bos> added) or chat messages (through the chat template)."""
+        tok = self.tokenizer
+        if isinstance(prompt_or_messages, str):
+            if not prompt_or_messages.strip():
+                raise InputError("the prompt is empty")
+            if system is not None:
+                return self.encode_prompt([{"role": "system", "content": system},
+                                           {"role": "user", "content": prompt_or_messages}], **template_kwargs)
+            return tok.encode(prompt_or_messages, add_special_tokens=True)
+        messages = list(prompt_or_messages) if isinstance(prompt_or_messages, (list, tuple)) else prompt_or_messages
+        if system is not None and isinstance(messages, list):
+            messages = [{"role": "system", "content": system}] + messages
+        text = tok.apply_chat_template(messages, add_generation_prompt=True, allowed_media=self.modalities,
+                                       **template_kwargs)
+        for kind in ("image", "audio", "video"):
+            if f"<|{kind}|>" in text:
+                raise InputError(f"{kind} inputs are not supported by this markbase build yet (text only)")
+        ids = tok.encode(text, add_special_tokens=False)
+        return ids if ids and ids[0] == tok.bos_id else [tok.bos_id] + ids
+
+    def generate(self, prompt_or_messages, *, max_new_tokens: int | None = None, temperature: float | None = None,
+                 top_k: int | None = None, top_p: float | None = None, min_p: float | None = None,
+                 repetition_penalty: float | None = None, presence_penalty: float | None = None,
+                 frequency_penalty: float | None = None, seed: int | None = None, stop=None,
+                 stream: bool = False, system: str | None = None, enable_thinking: bool | None = None,
+                 tools: list | None = None):
+        """Generates from a raw text prompt or chat messages.
+
+        stream=True: an iterator of text pieces whose final item is a GenerationResult (token ids, finish
+        reason, timings). stream=False: the GenerationResult. Sampling defaults come from
+        generation_config.json; temperature=0 is greedy.
+        """
+        from .generate import resolve_options, run_generation
+
+        template_kwargs = {k: v for k, v in (("enable_thinking", enable_thinking), ("tools", tools)) if v is not None}
+        ids = self.encode_prompt(prompt_or_messages, system=system, **template_kwargs)
+        opts = resolve_options(self.generation_defaults, max_new_tokens=max_new_tokens, temperature=temperature,
+                               top_k=top_k, top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
+                               presence_penalty=presence_penalty, frequency_penalty=frequency_penalty, seed=seed,
+                               stop=stop)
+        if len(ids) >= self.max_context:
+            raise InputError(f"context limit: the prompt has {len(ids)} tokens, max_context is {self.max_context}")
+        gen = run_generation(self, self.session(), ids, opts)
+        if stream:
+            return gen
+        result = None
+        for item in gen:
+            result = item
+        return result
+
+    def chat(self, messages, **options) -> str:
+        """The model's answer to a conversation in the transformers chat format (thought channel removed)."""
+        return self.generate(messages, **options).text
+
+    def new_chat(self, system: str | None = None, **options):
+        """A multi-turn Chat that keeps its KV cache between turns (`chat.send(text)` → answer)."""
+        from .generate import Chat
+
+        return Chat(self, system=system, **options)
 
     def session(self, max_context: int | None = None) -> Session:
         mc = self.max_context if max_context is None else int(max_context)

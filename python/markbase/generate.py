@@ -1,0 +1,286 @@
+"""Generation: sampling loop with stop conditions, streaming text, timings, and multi-turn chats."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from . import _core
+from ._core import InputError
+from .tokenizer import split_thinking
+
+_UNSET = object()
+
+
+@dataclass
+class GenerationResult:
+    """The final item of a stream (and the return value without streaming)."""
+    text: str                       # the answer (thought channel removed)
+    thinking: str | None            # the `<|channel>thought …` block, if the model wrote one
+    raw_text: str                   # everything generated, as decoded
+    token_ids: list[int]            # generated ids (the stop token excluded)
+    prompt_tokens: int
+    finish_reason: str              # "eos" | "stop" | "length" | "context"
+    stop: str | int | None          # the eos id or stop string that ended generation
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    time_to_first_token_s: float = 0.0
+    prefill_tokens: int = 0         # tokens actually prefilled (a chat turn reuses its cache)
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        return self.prefill_tokens / self.prefill_s if self.prefill_s > 0 else 0.0
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        n = max(len(self.token_ids) - 1, 0)
+        return n / self.decode_s if self.decode_s > 0 else 0.0
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass
+class SamplingOptions:
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int = 0
+    stop: list[str] = field(default_factory=list)
+    eos_ids: list[int] = field(default_factory=list)
+
+
+def generation_defaults(path: str, config) -> dict:
+    """Defaults from generation_config.json (do_sample false → greedy), eos ids from it or config.json."""
+    out: dict = {"eos_ids": list(config.eos_token_ids) or [1]}
+    p = os.path.join(path, "generation_config.json")
+    if not os.path.exists(p):
+        return out
+    try:
+        with open(p, "rb") as f:
+            g = json.loads(f.read().decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return out
+    eos = g.get("eos_token_id")
+    if isinstance(eos, int):
+        out["eos_ids"] = [eos]
+    elif isinstance(eos, list) and all(isinstance(e, int) for e in eos):
+        out["eos_ids"] = list(eos)
+    if g.get("do_sample") is False:
+        out["temperature"] = 0.0
+    else:
+        for key in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty"):
+            if isinstance(g.get(key), (int, float)) and not isinstance(g.get(key), bool):
+                out[key] = g[key]
+    if isinstance(g.get("max_new_tokens"), int):
+        out["max_new_tokens"] = g["max_new_tokens"]
+    return out
+
+
+def resolve_options(defaults: dict, **given) -> SamplingOptions:
+    opts = SamplingOptions(**{k: v for k, v in defaults.items() if k in SamplingOptions.__dataclass_fields__})
+    for key, value in given.items():
+        if value is not None and value is not _UNSET:
+            setattr(opts, key, value)
+    if isinstance(opts.max_new_tokens, bool) or not isinstance(opts.max_new_tokens, int) or opts.max_new_tokens <= 0:
+        raise InputError(f"max_new_tokens must be a positive integer, got {opts.max_new_tokens!r}")
+    if not isinstance(opts.temperature, (int, float)) or opts.temperature < 0:
+        raise InputError(f"temperature must be >= 0, got {opts.temperature!r}")
+    if not isinstance(opts.top_p, (int, float)) or not 0 < opts.top_p <= 1:
+        raise InputError(f"top_p must be in (0, 1], got {opts.top_p!r}")
+    if not isinstance(opts.top_k, int) or opts.top_k < 0:
+        raise InputError(f"top_k must be an integer >= 0, got {opts.top_k!r}")
+    if not isinstance(opts.min_p, (int, float)) or not 0 <= opts.min_p < 1:
+        raise InputError(f"min_p must be in [0, 1), got {opts.min_p!r}")
+    if not isinstance(opts.repetition_penalty, (int, float)) or opts.repetition_penalty <= 0:
+        raise InputError(f"repetition_penalty must be > 0, got {opts.repetition_penalty!r}")
+    if isinstance(opts.stop, str):
+        opts.stop = [opts.stop]
+    if not all(isinstance(s, str) and s for s in opts.stop):
+        raise InputError("stop must be a string or a list of non-empty strings")
+    return opts
+
+
+class _StopScanner:
+    """Finds stop strings in streamed text, also across token boundaries, holding back possible prefixes."""
+
+    def __init__(self, stops: list[str]):
+        self.stops = stops
+        self.pending = ""
+
+    def feed(self, piece: str) -> tuple[str, str | None]:
+        """Returns (text safe to emit, the stop string hit or None)."""
+        self.pending += piece
+        hit, at = None, -1
+        for s in self.stops:
+            i = self.pending.find(s)
+            if i >= 0 and (at < 0 or i < at):
+                hit, at = s, i
+        if hit is not None:
+            out, self.pending = self.pending[:at], ""
+            return out, hit
+        hold = 0
+        for s in self.stops:
+            for k in range(min(len(s) - 1, len(self.pending)), 0, -1):
+                if self.pending.endswith(s[:k]):
+                    hold = max(hold, k)
+                    break
+        out = self.pending[:len(self.pending) - hold]
+        self.pending = self.pending[len(out):]
+        return out, None
+
+    def flush(self) -> str:
+        out, self.pending = self.pending, ""
+        return out
+
+
+def run_generation(model, session, prompt_ids: list[int], opts: SamplingOptions, reuse_prefix: int = 0
+                   ) -> Iterator[str | GenerationResult]:
+    """Prefills prompt_ids[reuse_prefix:] into `session` (which already holds the prefix), then samples."""
+    tok = model.tokenizer
+    sampler = _core.Sampler(temperature=float(opts.temperature), top_k=int(opts.top_k), top_p=float(opts.top_p),
+                            min_p=float(opts.min_p), repetition_penalty=float(opts.repetition_penalty),
+                            presence_penalty=float(opts.presence_penalty),
+                            frequency_penalty=float(opts.frequency_penalty), seed=int(opts.seed))
+    sampler.observe_prompt(np.asarray(prompt_ids, np.int32))
+    eos = set(opts.eos_ids)
+    t0 = time.perf_counter()
+    new = prompt_ids[reuse_prefix:]
+    if session.position + len(new) >= session.max_context:
+        raise InputError(f"context limit: the prompt needs {session.position + len(new)} of {session.max_context} "
+                         f"positions and leaves no room to generate")
+    logits = session.prefill(np.asarray(new, np.int64))
+    prefill_s = time.perf_counter() - t0
+    stream = tok.stream()
+    stops = _StopScanner(opts.stop)
+    generated: list[int] = []
+    raw: list[str] = []
+    finish, stop_hit = "length", None
+    ttft = 0.0
+    t_decode = time.perf_counter()
+    while True:
+        token = int(sampler.sample(logits))
+        if not generated:
+            ttft = time.perf_counter() - t0
+        if token in eos:
+            finish, stop_hit = "eos", token
+            break
+        generated.append(token)
+        piece = stream.push(token)
+        raw.append(piece)
+        text, hit = stops.feed(piece)
+        if text:
+            yield text
+        if hit is not None:
+            finish, stop_hit = "stop", hit
+            break
+        if len(generated) >= opts.max_new_tokens:
+            break
+        if session.position + 1 > session.max_context:
+            finish = "context"
+            break
+        logits = session.decode(token)
+    decode_s = time.perf_counter() - t_decode
+    if finish != "stop":
+        tail = stream.flush()
+        raw.append(tail)
+        text, hit = stops.feed(tail)
+        text += stops.flush() if hit is None else ""
+        if hit is not None:
+            finish, stop_hit = "stop", hit
+        if text:
+            yield text
+    raw_text = "".join(raw)
+    if finish == "stop":
+        raw_text = raw_text[: raw_text.find(stop_hit)] if stop_hit in raw_text else raw_text
+    thinking, answer = split_thinking(raw_text)
+    yield GenerationResult(text=answer, thinking=thinking, raw_text=raw_text, token_ids=generated,
+                           prompt_tokens=len(prompt_ids), finish_reason=finish, stop=stop_hit, prefill_s=prefill_s,
+                           decode_s=decode_s, time_to_first_token_s=ttft, prefill_tokens=len(new))
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class Chat:
+    """A multi-turn conversation that keeps its KV cache between turns.
+
+    Each turn renders the whole conversation with the checkpoint's chat template. When the text already
+    in the cache (earlier prompts and the model's own tokens) is a prefix of the new rendering — the usual
+    case — only the new text is tokenised and prefilled. Otherwise (the template rewrote an earlier turn,
+    e.g. by stripping a thought channel) the session restarts from scratch, which is slower but exact.
+    """
+
+    def __init__(self, model, messages: list[dict] | None = None, system: str | None = None, **options):
+        self.model = model
+        self.messages: list[dict] = list(messages or [])
+        if system is not None:
+            self.messages.insert(0, {"role": "system", "content": system})
+        self.template_kwargs = {k: options.pop(k) for k in ("enable_thinking", "tools") if k in options}
+        self.options = options
+        self.session = model.session()
+        self._fed: list[int] = []   # ids whose K/V the session holds
+        self._fed_text = ""         # the text those ids spell
+        self.last: GenerationResult | None = None
+
+    def reset(self) -> None:
+        """Forgets every turn (keeps a leading system message)."""
+        self.messages = [m for m in self.messages[:1] if m.get("role") in ("system", "developer")]
+        self.session.reset()
+        self._fed, self._fed_text = [], ""
+
+    def send(self, content, stream: bool = False, **options):
+        """Adds a user turn and generates the answer: a string, or with stream=True an iterator of pieces
+        whose final item is the GenerationResult."""
+        self.messages.append({"role": "user", "content": content})
+        gen = self._turn({**self.options, **options})
+        if stream:
+            return gen
+        result = None
+        for item in gen:
+            result = item
+        return result.text
+
+    def _turn(self, options: dict):
+        model = self.model
+        tok = model.tokenizer
+        opts = resolve_options(model.generation_defaults, **options)
+        text = tok.apply_chat_template(self.messages, add_generation_prompt=True, allowed_media=model.modalities,
+                                       **self.template_kwargs)
+        if self._fed and text.startswith(self._fed_text):
+            ids = self._fed + tok.encode(text[len(self._fed_text):], add_special_tokens=False)
+            reuse = len(self._fed)
+        else:
+            self.session.reset()
+            ids = tok.encode(text, add_special_tokens=False)
+            if not ids or ids[0] != tok.bos_id:
+                ids = [tok.bos_id] + ids
+            reuse = 0
+        result = None
+        for item in run_generation(model, self.session, ids, opts, reuse_prefix=reuse):
+            result = item
+            yield item
+        generated = result.token_ids
+        if generated and result.finish_reason != "eos":
+            self.session.decode(generated[-1])  # feed the last token too, so the cache spells the whole turn
+        self._fed = ids + generated
+        content = tok.decode(generated)
+        self._fed_text = text + content
+        self.messages.append({"role": "assistant", "content": content if result.finish_reason != "stop"
+                              else result.raw_text})
+        self.last = result

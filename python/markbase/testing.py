@@ -1,0 +1,205 @@
+"""Synthetic Gemma 4 checkpoints without torch: `make_checkpoint(dir, family=..., size=..., dtype=..., seed=...)`.
+
+Writes a complete checkpoint directory (config.json in the published form, safetensors written
+streaming — sharded with an index when large — tokenizer.json with every Gemma 4 special token at its
+real id, tokenizer_config.json, chat_template.jinja, generation_config.json) from the weight table.
+`size="real"` uses the released shapes (for benchmarks); `size="tiny"` a few-MB model of the same family.
+Random weights: matrices N(0, 1/fan_in), norm weights around 1, q/k norms in [0.3, 0.6] (so the random
+model is not chaotic), layer_scalar in [0.5, 1], clip bounds ±[2, 3], other scales in [0.5, 1.5].
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import struct
+
+import numpy as np
+
+from ._core import InputError
+from .models.gemma4 import parse_config, weight_table
+from .models.gemma4.released import RELEASED
+from .tokenizer_build import GENERATION_CONFIG, build_tokenizer_json, chat_template, tokenizer_config
+
+FAMILIES = {"e2b": "gemma-4-E2B-it", "e4b": "gemma-4-E4B-it", "26b": "gemma-4-26B-A4B-it",
+            "31b": "gemma-4-31B-it", "12b": "gemma-4-12B-it"}
+_ST_DTYPES = {"f32": "F32", "bf16": "BF16", "f16": "F16"}
+
+
+def _period(layer_types: list[str]) -> int:
+    return layer_types.index("full_attention") + 1
+
+
+def tiny_config(family: str) -> dict:
+    """The released config of `family`, shrunk: hidden 64, 4 heads of 16 (32 on full layers), window 16."""
+    cfg = copy.deepcopy(RELEASED[FAMILIES[family]])
+    t = cfg["text_config"]
+    period = _period(t["layer_types"])
+    n = 2 * period
+    kv = 1 if t["num_key_value_heads"] == 1 else 2
+    t.update(hidden_size=64, intermediate_size=128, num_hidden_layers=n, num_attention_heads=4, num_key_value_heads=kv,
+             head_dim=16, global_head_dim=32, sliding_window=16, max_position_embeddings=4096,
+             layer_types=["full_attention" if i % period == period - 1 else "sliding_attention" for i in range(n)])
+    if t.get("num_global_key_value_heads"):
+        t["num_global_key_value_heads"] = 1
+    if t.get("num_kv_shared_layers"):
+        t["num_kv_shared_layers"] = period  # the second pattern block reuses the first one's caches
+    if t.get("hidden_size_per_layer_input"):
+        t["hidden_size_per_layer_input"] = 8
+    if t.get("enable_moe_block"):
+        t.update(num_experts=8, top_k_experts=2, moe_intermediate_size=32, intermediate_size=48)
+    v = cfg.get("vision_config")
+    if v and family != "12b":
+        v.update(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                 head_dim=16, position_embedding_size=64)
+    elif v:
+        v.update(mm_embed_dim=64, mm_posemb_size=64, output_proj_dims=64)
+    a = cfg.get("audio_config")
+    if a and family != "12b":
+        a.update(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, subsampling_conv_channels=[128, 4],
+                 output_proj_dims=48)
+    return cfg
+
+
+def _round_bf16(x: np.ndarray) -> np.ndarray:
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _encode(x: np.ndarray, dtype: str) -> bytes:
+    if dtype == "bf16":
+        return _round_bf16(x).tobytes()
+    if dtype == "f16":
+        return x.astype(np.float16).tobytes()
+    return x.astype(np.float32).tobytes()
+
+
+def _values(name: str, shape: tuple[int, ...], rng: np.random.Generator, rows: slice | None = None,
+            live_ids: np.ndarray | None = None) -> np.ndarray:
+    """Random values for one tensor (or a slice of its rows), by what the tensor is.
+
+    Token-embedding rows of ids the tokenizer does not use are zero: the tied LM head then gives them
+    logit 0, so top-k sampling from the random model picks real, printable tokens.
+    """
+    leaf = name.rsplit(".", 1)[-1]
+    sub = shape if rows is None else (rows.stop - rows.start, *shape[1:])
+    if name.endswith("layer_scalar"):
+        return rng.uniform(0.5, 1.0, sub).astype(np.float32)
+    if leaf in ("input_min", "output_min"):
+        return -rng.uniform(2.0, 3.0, sub).astype(np.float32)
+    if leaf in ("input_max", "output_max"):
+        return rng.uniform(2.0, 3.0, sub).astype(np.float32)
+    if "q_norm" in name or "k_norm" in name:
+        return rng.uniform(0.3, 0.6, sub).astype(np.float32)
+    if leaf in ("scale", "per_expert_scale", "std_scale", "per_dim_scale"):
+        return rng.uniform(0.5, 1.5, sub).astype(np.float32)
+    if len(shape) <= 1:
+        base = 0.0 if (leaf == "bias" or name.endswith("std_bias")) else 1.0
+        return (base + 0.1 * rng.standard_normal(sub)).astype(np.float32)
+    fan_in = int(np.prod(shape[1:])) if "embed_tokens" not in name else shape[1]
+    out = rng.standard_normal(sub, dtype=np.float32) * np.float32(1.0 / math.sqrt(max(fan_in, 1)))
+    if name.endswith("language_model.embed_tokens.weight") and live_ids is not None:
+        start = 0 if rows is None else rows.start
+        keep = np.zeros(sub[0], bool)
+        sel = live_ids[(live_ids >= start) & (live_ids < start + sub[0])] - start
+        keep[sel] = True
+        out[~keep] = 0.0
+    return out
+
+
+def _write_safetensors(path: str, tensors: list[tuple[str, tuple[int, ...]]], dtype: str, seed: int,
+                       metadata: dict[str, str], live_ids: np.ndarray | None = None) -> int:
+    """Writes tensors streaming (a few MB of rows at a time); returns the data size."""
+    itemsize = 4 if dtype == "f32" else 2
+    header: dict[str, object] = {"__metadata__": metadata}
+    offset = 0
+    for name, shape in tensors:
+        n = int(np.prod(shape, dtype=np.int64)) * itemsize
+        header[name] = {"dtype": _ST_DTYPES[dtype], "shape": list(shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    blob = json.dumps(header, separators=(",", ":")).encode()
+    blob += b" " * (-len(blob) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(blob)))
+        f.write(blob)
+        for name, shape in tensors:
+            # A seed per tensor name: the same checkpoint whatever the sharding.
+            rng = np.random.default_rng([seed, *name.encode()])
+            if len(shape) >= 2:
+                row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * itemsize
+                step = max(1, (32 << 20) // max(row_bytes, 1))
+                for r in range(0, shape[0], step):
+                    f.write(_encode(_values(name, shape, rng, slice(r, min(shape[0], r + step)), live_ids), dtype))
+            else:
+                f.write(_encode(_values(name, shape, rng), dtype))
+    return offset
+
+
+def make_checkpoint(directory: str | os.PathLike, family: str = "e2b", size: str = "tiny", dtype: str = "bf16",
+                    seed: int = 0, shard_bytes: int = 2 << 30, text_only: bool = False) -> str:
+    """Writes a synthetic Gemma 4 checkpoint directory and returns its path.
+
+    family: e2b, e4b, 26b, 31b or 12b; size: "tiny" or "real" (released shapes); dtype: bf16, f32 or f16;
+    text_only: leave out the vision / audio parts (a text-only benchmark checkpoint).
+    """
+    if family not in FAMILIES:
+        raise InputError(f"make_checkpoint: family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    if size not in ("tiny", "real"):
+        raise InputError(f"make_checkpoint: size must be 'tiny' or 'real', got {size!r}")
+    if dtype not in _ST_DTYPES:
+        raise InputError(f"make_checkpoint: dtype must be bf16, f32 or f16, got {dtype!r}")
+    d = os.fspath(directory)
+    os.makedirs(d, exist_ok=True)
+    cfg = tiny_config(family) if size == "tiny" else copy.deepcopy(RELEASED[FAMILIES[family]])
+    unified = cfg["model_type"] == "gemma4_unified"
+    if text_only:
+        cfg["vision_config"] = None
+        cfg["audio_config"] = None
+    cfg["architectures"] = ["Gemma4UnifiedForConditionalGeneration" if unified else "Gemma4ForConditionalGeneration"]
+    cfg["eos_token_id"] = [1, 106]
+    cfg["dtype"] = {"bf16": "bfloat16", "f32": "float32", "f16": "float16"}[dtype]
+    cfg["text_config"]["model_type"] = "gemma4_unified_text" if unified else "gemma4_text"
+    parsed = parse_config(cfg, "make_checkpoint")
+    # On-disk names: the unified 12B checkpoint stores its vision embedder under the published aliases.
+    tensors = [((s.aliases[0] if unified and s.aliases and not s.name.startswith("model.language_model.") else s.name),
+                s.shape) for s in weight_table(parsed) if s.required]
+
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    shards: list[list[tuple[str, tuple[int, ...]]]] = [[]]
+    used = 0
+    itemsize = 4 if dtype == "f32" else 2
+    for name, shape in tensors:
+        n = int(np.prod(shape, dtype=np.int64)) * itemsize
+        if shards[-1] and used + n > shard_bytes:
+            shards.append([])
+            used = 0
+        shards[-1].append((name, shape))
+        used += n
+    meta = {"format": "pt", "generator": "markbase.testing.make_checkpoint", "family": family, "size": size}
+    tokenizer_json = build_tokenizer_json()
+    live = [i for t, i in json.loads(tokenizer_json)["model"]["vocab"].items() if not (t.startswith("<") and t.endswith(">"))]
+    live_ids = np.array(sorted(live), dtype=np.int64)
+    if len(shards) == 1:
+        _write_safetensors(os.path.join(d, "model.safetensors"), shards[0], dtype, seed, meta, live_ids)
+    else:
+        weight_map, total = {}, 0
+        for i, part in enumerate(shards):
+            fname = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+            total += _write_safetensors(os.path.join(d, fname), part, dtype, seed, meta, live_ids)
+            weight_map.update({name: fname for name, _ in part})
+        with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+
+    template = chat_template(empty_thought=family in ("26b", "31b", "12b"))
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        f.write(tokenizer_json)
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump(tokenizer_config(), f, indent=2)
+    with open(os.path.join(d, "chat_template.jinja"), "w", encoding="utf-8") as f:
+        f.write(template)
+    with open(os.path.join(d, "generation_config.json"), "w") as f:
+        json.dump(GENERATION_CONFIG, f, indent=2)
+    return d
