@@ -5,6 +5,7 @@
 
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
+#include "core/errors.h"
 #include "models/gemma4/text_model.h"
 
 namespace mb::py_bind {
@@ -82,6 +83,15 @@ void bind(py::module_& m) {
         for (auto& c : s.state->caches) c.reset();
         s.state->position = 0;
       })
+      .def("truncate", [](DecoderSession& s, int64_t n) {
+        // Rolls the session back to its first n tokens; False (and unchanged) if a ring cannot.
+        if (n < 0 || n > s.state->position) throw InputError(cat("truncate: ", n, " is outside [0, ", s.state->position, "]"));
+        for (auto& c : s.state->caches)
+          if (!c.can_truncate(n)) return false;
+        for (auto& c : s.state->caches) c.truncate(n);
+        s.state->position = n;
+        return true;
+      }, py::arg("n"))
       .def("cache_bytes", [](const DecoderSession& s) {
         size_t total = 0;
         for (const auto& c : s.state->caches) total += c.bytes();

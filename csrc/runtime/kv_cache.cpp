@@ -65,6 +65,22 @@ void LayerKvCache::reset() {
   std::fill_n(pos_.data_as<int32_t>(), capacity_, -1);
 }
 
+bool LayerKvCache::can_truncate(int64_t n) const {
+  if (n >= written_) return true;
+  if (n < 0) return false;
+  return window_ == 0 || written_ - n <= capacity_ - (window_ - 1);
+}
+
+bool LayerKvCache::truncate(int64_t n) {
+  if (n >= written_) return true;
+  if (!can_truncate(n)) return false;
+  int32_t* pd = pos_.data_as<int32_t>();
+  for (int64_t i = 0; i < capacity_; ++i)
+    if (pd[i] >= n) pd[i] = -1;
+  written_ = n;
+  return true;
+}
+
 int64_t LayerKvCache::tokens_held() const { return std::min(written_, capacity_); }
 
 // Full caches expose only the filled prefix; rings expose every slot (empty ones carry position −1).

@@ -20,6 +20,10 @@ class LayerKvCache {
   // k_new, v_new: [T, n_kv, d] f32 for absolute positions p0 .. p0 + T − 1 (T ≤ max_chunk on rings).
   void append(const Tensor& k_new, const Tensor& v_new, int64_t p0);
   void reset();
+  // Drops every token at position >= n (keeps the first n). False when a ring no longer holds the
+  // window − 1 tokens before n (they were overwritten), in which case nothing changes.
+  bool truncate(int64_t n);
+  bool can_truncate(int64_t n) const;
 
   // The slots attention should scan: [S, n_kv, d] views and their positions [S] (i32, −1 = empty).
   Tensor keys() const;

@@ -78,6 +78,11 @@ class Session:
     def reset(self) -> None:
         self._s.reset()
 
+    def truncate(self, n: int) -> bool:
+        """Rolls back to the first n tokens (e.g. to re-run a changed turn). False, with nothing changed,
+        when a sliding-window cache no longer holds what position n needs; then reset() instead."""
+        return bool(self._s.truncate(int(n)))
+
     def _run(self, ids: np.ndarray, all_logits: bool) -> np.ndarray:
         if self.position + len(ids) > self.max_context:
             raise InputError(f"context limit: {self.position} tokens in the session + {len(ids)} new > max_context "

@@ -1,9 +1,33 @@
-"""The `markbase` command line."""
+"""The `markbase` command line: run, chat, demo, validate, inspect, devices."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
+import time
+
+
+def _add_sampling(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sampling (defaults from the checkpoint's generation_config.json)")
+    g.add_argument("--max-new-tokens", type=int, default=None, help="stop after this many new tokens (default 256)")
+    g.add_argument("--temperature", type=float, default=None, help="0 = greedy")
+    g.add_argument("--top-k", type=int, default=None)
+    g.add_argument("--top-p", type=float, default=None)
+    g.add_argument("--min-p", type=float, default=None)
+    g.add_argument("--repetition-penalty", type=float, default=None)
+    g.add_argument("--presence-penalty", type=float, default=None)
+    g.add_argument("--frequency-penalty", type=float, default=None)
+    g.add_argument("--seed", type=int, default=None, help="seed of the sampler (same seed, same tokens)")
+    g.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
+    g.add_argument("--thinking", action="store_true", help="enable the model's thinking mode")
+
+
+def _sampling_kwargs(args) -> dict:
+    return dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                min_p=args.min_p, repetition_penalty=args.repetition_penalty, presence_penalty=args.presence_penalty,
+                frequency_penalty=args.frequency_penalty, seed=args.seed, stop=args.stop)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -12,15 +36,201 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="markbase", description="Native inference engine for Gemma 4 models.")
     parser.add_argument("--version", action="version", version=f"markbase {markbase.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("devices", help="list the backends built into this installation",
-                   description="List the backends built into this installation, in order of preference.")
+
+    run = sub.add_parser("run", help="answer one prompt, streaming the text to stdout",
+                         description="Answer one prompt with a checkpoint (through its chat template), streaming "
+                                     "the answer to stdout.")
+    run.add_argument("--model", required=True, help="checkpoint directory")
+    run.add_argument("--prompt", required=True, help="the user message")
+    run.add_argument("--system", default=None, help="a system message")
+    run.add_argument("--device", default="auto", help="auto, cpu, metal or metal-sim")
+    run.add_argument("--verbose", "-v", action="store_true", help="print timings and tokens/s to stderr")
+    _add_sampling(run)
+
+    chat = sub.add_parser("chat", help="interactive multi-turn chat",
+                          description="Interactive chat with a checkpoint. Commands: /reset (forget the "
+                                      "conversation), /quit (or Ctrl-D).")
+    chat.add_argument("--model", required=True, help="checkpoint directory")
+    chat.add_argument("--system", default=None, help="a system message")
+    chat.add_argument("--device", default="auto")
+    chat.add_argument("--verbose", "-v", action="store_true", help="print timings after each answer")
+    _add_sampling(chat)
+
+    demo = sub.add_parser("demo", help="build a tiny synthetic checkpoint and run a chat turn through it",
+                          description="Build a tiny synthetic Gemma 4 checkpoint (random weights, no download) "
+                                      "in a temporary folder, run a chat turn and print stage timings.")
+    demo.add_argument("--family", default="e2b", choices=["e2b", "e4b", "26b", "31b", "12b"])
+    demo.add_argument("--prompt", default="Tell me a story about a robot.")
+    demo.add_argument("--max-new-tokens", type=int, default=32)
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--keep", metavar="DIR", default=None, help="write the checkpoint to DIR and keep it")
+
     v = sub.add_parser("validate", help="check a checkpoint directory for completeness and integrity",
                        description="Check a checkpoint against the weight table of its config.json: missing, "
                                    "unexpected and misshapen tensors, unreadable shards, NaN/Inf weights. "
                                    "Exits 0 when the checkpoint is sound, 1 otherwise.")
     v.add_argument("dir", help="checkpoint directory (config.json + *.safetensors)")
     v.add_argument("--no-values", action="store_true", help="skip the NaN/Inf scan of every weight")
+
+    ins = sub.add_parser("inspect", help="describe a checkpoint: family, parameters, dtypes, modalities",
+                         description="Describe a checkpoint: family, parameters per component, dtypes, sizes, "
+                                     "context length and the modalities it carries.")
+    ins.add_argument("dir", help="checkpoint directory")
+
+    sub.add_parser("devices", help="list the backends built into this installation",
+                   description="List the backends built into this installation, in order of preference.")
     return parser
+
+
+def _print_stats(result, load_s: float | None = None, file=sys.stderr) -> None:
+    parts = []
+    if load_s is not None:
+        parts.append(f"load {load_s:.2f} s")
+    parts += [f"prompt {result.prompt_tokens} tok", f"prefill {result.prefill_tokens_per_s:.1f} tok/s",
+              f"first token {result.time_to_first_token_s * 1000:.0f} ms",
+              f"decode {len(result.token_ids)} tok at {result.decode_tokens_per_s:.1f} tok/s",
+              f"finish: {result.finish_reason}"]
+    print("[" + ", ".join(parts) + "]", file=file)
+
+
+def cmd_run(args) -> int:
+    import markbase
+
+    t0 = time.perf_counter()
+    model = markbase.load(args.model, device=args.device)
+    load_s = time.perf_counter() - t0
+    messages = [{"role": "user", "content": args.prompt}]
+    result = None
+    for piece in model.generate(messages, system=args.system, stream=True,
+                                enable_thinking=True if args.thinking else None, **_sampling_kwargs(args)):
+        if isinstance(piece, str):
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+        else:
+            result = piece
+    sys.stdout.write("\n")
+    if args.verbose:
+        _print_stats(result, load_s)
+    return 0
+
+
+def cmd_chat(args) -> int:
+    import markbase
+
+    model = markbase.load(args.model, device=args.device)
+    options = {k: v for k, v in _sampling_kwargs(args).items() if v is not None}
+    if args.thinking:
+        options["enable_thinking"] = True
+    chat = model.new_chat(system=args.system, **options)
+    interactive = sys.stdin.isatty()
+    if interactive:
+        print(f"markbase chat with {model.config.family} ({args.model}). /reset to start over, /quit or Ctrl-D to leave.")
+    while True:
+        if interactive:
+            sys.stdout.write("> ")
+            sys.stdout.flush()
+        line = sys.stdin.readline()
+        if not line:
+            break
+        line = line.strip()
+        if not line:
+            continue
+        if line in ("/quit", "/exit"):
+            break
+        if line == "/reset":
+            chat.reset()
+            print("[conversation reset]")
+            continue
+        result = None
+        for piece in chat.send(line, stream=True):
+            if isinstance(piece, str):
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+            else:
+                result = piece
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        if args.verbose:
+            _print_stats(result)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    import markbase
+    from markbase.testing import make_checkpoint
+
+    rows: list[tuple[str, str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="markbase-demo-") as tmp:
+        d = args.keep or os.path.join(tmp, f"gemma4-{args.family}-tiny")
+        t = time.perf_counter()
+        make_checkpoint(d, family=args.family, size="tiny", dtype="bf16", seed=args.seed)
+        rows.append(("build synthetic checkpoint", f"{time.perf_counter() - t:.2f} s", f"{args.family}, bf16, tiny"))
+        t = time.perf_counter()
+        report = markbase.validate(d)
+        rows.append(("validate", f"{time.perf_counter() - t:.2f} s", "ok" if report.ok else "PROBLEMS"))
+        t = time.perf_counter()
+        model = markbase.load(d)
+        rows.append(("load", f"{time.perf_counter() - t:.2f} s", f"device {model.device}"))
+        print(f"user> {args.prompt}")
+        sys.stdout.write("model> ")
+        result = None
+        for piece in model.generate([{"role": "user", "content": args.prompt}], max_new_tokens=args.max_new_tokens,
+                                    seed=args.seed, stream=True):
+            if isinstance(piece, str):
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+            else:
+                result = piece
+        sys.stdout.write("\n\n")
+        rows.append(("prefill (text)", f"{result.prefill_s * 1000:.1f} ms",
+                     f"{result.prefill_tokens} tok, {result.prefill_tokens_per_s:.1f} tok/s"))
+        rows.append(("first token", f"{result.time_to_first_token_s * 1000:.1f} ms", ""))
+        rows.append(("decode (text)", f"{result.decode_s * 1000:.1f} ms",
+                     f"{len(result.token_ids)} tok, {result.decode_tokens_per_s:.1f} tok/s ({result.finish_reason})"))
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    print(f"{'stage':<{w0}}  {'time':>{w1}}  detail")
+    for stage, tm, detail in rows:
+        print(f"{stage:<{w0}}  {tm:>{w1}}  {detail}")
+    print("(random weights: the text is noise; the numbers show the engine working end to end)")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    import numpy as np
+
+    from markbase.io import open_checkpoint
+    from markbase.models.gemma4 import load_config, weight_table
+
+    cfg = load_config(args.dir)
+    ckpt = open_checkpoint(args.dir)
+    by_name = {a: s for s in weight_table(cfg) for a in (s.name, *s.aliases)}
+    params: dict[str, int] = {}
+    nbytes: dict[str, int] = {}
+    dtypes: dict[str, set] = {}
+    for name in ckpt.keys():
+        comp = by_name[name].component if name in by_name else "unknown"
+        n = int(np.prod(ckpt.shape(name), dtype=np.int64))
+        params[comp] = params.get(comp, 0) + n
+        lo, hi = ckpt.offsets(name)
+        nbytes[comp] = nbytes.get(comp, 0) + (hi - lo)
+        dtypes.setdefault(comp, set()).add(ckpt.dtype(name))
+    t = cfg.text
+    modalities = ["text"] + (["image", "video"] if cfg.vision is not None else []) + (["audio"] if cfg.audio is not None else [])
+    print(f"checkpoint   {args.dir}")
+    print(f"family       {cfg.family} (model_type {cfg.model_type})")
+    print(f"modalities   {', '.join(modalities)}")
+    print(f"context      {t.max_position_embeddings} tokens, sliding window {t.sliding_window}")
+    print(f"text         {t.num_hidden_layers} layers, hidden {t.hidden_size}, {t.num_attention_heads} heads, "
+          f"vocab {t.vocab_size}" + (f", MoE {t.num_experts}x top-{t.top_k_experts}" if t.enable_moe_block else "")
+          + (f", PLE {t.hidden_size_per_layer_input}" if t.has_ple else "")
+          + (f", KV sharing {t.num_kv_shared_layers} layers" if t.num_kv_shared_layers else ""))
+    print(f"files        {len(ckpt.files())} safetensors file(s)")
+    print(f"{'component':<14}{'parameters':>16}{'size':>12}  dtypes")
+    for comp in sorted(params, key=lambda c: -params[c]):
+        print(f"{comp:<14}{params[comp]:>16,}{nbytes[comp] / 1e6:>10.1f} MB  {', '.join(sorted(dtypes[comp]))}")
+    print(f"{'total':<14}{sum(params.values()):>16,}{sum(nbytes.values()) / 1e6:>10.1f} MB")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,8 +246,18 @@ def main(argv: list[str] | None = None) -> int:
             report = markbase.validate(args.dir, scan_values=not args.no_values)
             sys.stdout.write(str(report))
             return 0 if report.ok else 1
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "chat":
+            return cmd_chat(args)
+        if args.command == "demo":
+            return cmd_demo(args)
+        if args.command == "inspect":
+            return cmd_inspect(args)
     except markbase.MarkbaseError as e:
         print(f"markbase: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
     parser.print_help(sys.stderr)
     return 2

@@ -263,14 +263,19 @@ class Chat:
         text = tok.apply_chat_template(self.messages, add_generation_prompt=True, allowed_media=model.modalities,
                                        **self.template_kwargs)
         if self._fed and text.startswith(self._fed_text):
+            # The cache spells a prefix of the new rendering: tokenise and prefill only the rest.
             ids = self._fed + tok.encode(text[len(self._fed_text):], add_special_tokens=False)
             reuse = len(self._fed)
         else:
-            self.session.reset()
+            # The template rewrote part of the past (e.g. trimmed the answer): keep the longest common
+            # token prefix, roll the cache back to it, prefill from there.
             ids = tok.encode(text, add_special_tokens=False)
             if not ids or ids[0] != tok.bos_id:
                 ids = [tok.bos_id] + ids
-            reuse = 0
+            reuse = min(_common_prefix(self._fed, ids), len(ids) - 1)
+            if not self.session.truncate(reuse):
+                self.session.reset()
+                reuse = 0
         result = None
         for item in run_generation(model, self.session, ids, opts, reuse_prefix=reuse):
             result = item

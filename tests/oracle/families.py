@@ -180,3 +180,56 @@ if __name__ == "__main__":
 
     t0 = time.time()
     print(build_all(), f"{time.time() - t0:.1f}s")
+
+
+CHAT_MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Hello! What is the capital of France?"},
+]
+CHAT_NEW_TOKENS = 24
+
+
+def build_chat(root: str | None = None) -> str:
+    """An e2b-like checkpoint with the full 262144-token vocabulary plus markbase's test tokenizer and chat
+    template, and transformers' greedy generation through that template (`chat_reference.npz`)."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from markbase.tokenizer_build import GENERATION_CONFIG, build_tokenizer_json, chat_template, tokenizer_config
+
+    root = root or cache_root()
+    out = os.path.join(root, "chat")
+    if os.path.exists(os.path.join(out, "chat_reference.npz")):
+        return out
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    global VOCAB
+    saved = VOCAB
+    VOCAB = 262144
+    try:
+        model = build_model("e2b", seed=7)
+    finally:
+        VOCAB = saved
+    model.save_pretrained(tmp)
+    with open(os.path.join(tmp, "tokenizer.json"), "w", encoding="utf-8") as f:
+        f.write(build_tokenizer_json())
+    with open(os.path.join(tmp, "tokenizer_config.json"), "w") as f:
+        json.dump(tokenizer_config(), f)
+    with open(os.path.join(tmp, "chat_template.jinja"), "w", encoding="utf-8") as f:
+        f.write(chat_template(empty_thought=False))
+    with open(os.path.join(tmp, "generation_config.json"), "w") as f:
+        json.dump(GENERATION_CONFIG, f)
+    tok = AutoTokenizer.from_pretrained(tmp)
+    ids = tok.apply_chat_template(CHAT_MESSAGES, add_generation_prompt=True, tokenize=True, return_dict=False)
+    if isinstance(ids, dict) or hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    ids = torch.tensor(list(ids))[None]
+    ref = type(model).from_pretrained(tmp, dtype=torch.float32, attn_implementation="eager").eval()
+    with torch.no_grad():
+        gen = ref.generate(ids, max_new_tokens=CHAT_NEW_TOKENS, do_sample=False, eos_token_id=[1, 106, 50],
+                           pad_token_id=0)[0, ids.shape[1]:].numpy()
+    np.savez(os.path.join(tmp, "chat_reference.npz"), prompt=ids[0].numpy(), greedy=gen)
+    shutil.rmtree(out, ignore_errors=True)
+    os.rename(tmp, out)
+    return out
