@@ -135,3 +135,30 @@ def test_cli_validate_exit_codes(e2b):
     bad = subprocess.run([sys.executable, "-m", "markbase", "validate", d], capture_output=True, text=True)
     assert bad.returncode == 1
     assert "text layer 3: missing 17 of 17 tensors" in bad.stdout
+
+
+def test_legacy_doubled_prefix_loads(e2b, oracle):
+    d, t = e2b
+    write(d, {(k.replace(PREFIX, PREFIX + "model.", 1) if k.startswith(PREFIX) else k): v for k, v in t.items()})
+    assert mb.validate(d).ok
+    ref = np.load(os.path.join(oracle["e2b"], "reference.npz"))
+    np.testing.assert_allclose(mb.load(d).logits(ref["ids"]), ref["logits"], rtol=0, atol=1e-4 * np.abs(ref["logits"]).max())
+
+
+def test_reuse_layer_kv_weights_are_tolerated_and_ignored(e2b, oracle):
+    d, t = e2b
+    # Layer 9 reuses layer 4's cache (e2b fixture: 10 layers, the last 4 share): give it garbage k/v weights.
+    for name, shape in (("k_proj.weight", (32, 64)), ("v_proj.weight", (32, 64)), ("k_norm.weight", (32,))):
+        t[f"{PREFIX}layers.9.self_attn.{name}"] = np.full(shape, np.float32(1e6))
+    write(d, t)
+    report = mb.validate(d)
+    assert report.ok, str(report)
+    ref = np.load(os.path.join(oracle["e2b"], "reference.npz"))
+    np.testing.assert_allclose(mb.load(d).logits(ref["ids"]), ref["logits"], rtol=0, atol=1e-4 * np.abs(ref["logits"]).max())
+
+
+def test_untied_lm_head_copy_is_ignored(e2b):
+    d, t = e2b
+    t["lm_head.weight"] = t[PREFIX + "embed_tokens.weight"].copy()
+    write(d, t)
+    assert mb.validate(d).ok
