@@ -249,8 +249,26 @@ def _text_config(cfg, dtypes: dict[str, str], max_context: int):
     return c
 
 
+def _preload(ckpt, names: list[str], progress: bool | None) -> None:
+    """Touches every page of the text weights so the first token does not pay the disk reads, with a
+    progress bar on a terminal for large checkpoints."""
+    from .validate import _Progress
+
+    spans = []
+    for n in names:
+        lo, hi = ckpt.offsets(n)
+        spans.append((n, hi - lo))
+    bar = _Progress(sum(b for _, b in spans), "loading", progress)
+    for n, nbytes in spans:
+        arr = ckpt[n]
+        flat = arr.reshape(-1).view(np.uint8) if arr.size else arr
+        if flat.size:
+            int(flat[::4096].sum())  # one byte per page
+        bar.advance(nbytes)
+
+
 def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max_context: int | None = None,
-         prefill_chunk: int = 256) -> Model:
+         prefill_chunk: int = 256, preload: bool = False, progress: bool | None = None) -> Model:
     """Loads a Gemma 4 checkpoint directory (config.json + safetensors, as published).
 
     The checkpoint is validated against its config's weight table first: a missing, misshapen or
@@ -258,6 +276,8 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     dtype: "auto" / "f32" compute in f32 (bf16 and f16 weights are read in place, math in f32).
     max_context: the longest sequence a session may hold (default: the config's max_position_embeddings).
     prefill_chunk: prompts are processed in chunks of at most this many tokens (bounds activation memory).
+    preload: read every text weight page now (with a progress bar on a terminal for checkpoints over 1 GB)
+    instead of on first use.
     """
     from .io import open_checkpoint
     from .models.gemma4 import weight_table
@@ -293,6 +313,9 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
         short = spec.name[len(prefix):]
         weights[short] = ckpt.tensor(stored)
         dtypes[short] = ckpt.dtype(stored)
+    if preload:
+        # The PLE table is gathered row by row, never read whole: leave it to the page cache.
+        _preload(ckpt, sorted(n for n in keys if n.startswith(prefix) and "embed_tokens_per_layer" not in n), progress)
     tcfg = _text_config(cfg, dtypes, max_context)
     tcfg.max_chunk = prefill_chunk
     text = _core.gemma4.TextModel(tcfg, weights, device)

@@ -97,7 +97,7 @@ def cmd_run(args) -> int:
     import markbase
 
     t0 = time.perf_counter()
-    model = markbase.load(args.model, device=args.device)
+    model = markbase.load(args.model, device=args.device, preload=sys.stderr.isatty())
     load_s = time.perf_counter() - t0
     messages = [{"role": "user", "content": args.prompt}]
     result = None
@@ -117,7 +117,7 @@ def cmd_run(args) -> int:
 def cmd_chat(args) -> int:
     import markbase
 
-    model = markbase.load(args.model, device=args.device)
+    model = markbase.load(args.model, device=args.device, preload=sys.stderr.isatty())
     options = {k: v for k, v in _sampling_kwargs(args).items() if v is not None}
     if args.thinking:
         options["enable_thinking"] = True

@@ -201,3 +201,10 @@ def test_make_checkpoint_shards_and_bad_arguments(tmp_path):
         make_checkpoint(tmp_path / "x", family="gpt")
     with pytest.raises(mb.InputError, match="size"):
         make_checkpoint(tmp_path / "x", size="huge")
+
+
+def test_preload_with_progress_bar(synthetic, capsys):
+    model = mb.load(synthetic("e2b"), preload=True, progress=True)
+    err = capsys.readouterr().err
+    assert "loading [" in err and "100.0%" in err
+    assert model.logits([2, 3]).shape == (2, 262144)
