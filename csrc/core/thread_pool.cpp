@@ -25,6 +25,19 @@ int default_num_threads() {
   return hc ? int(hc) : 1;
 }
 
+// Hand-off between the caller and the workers: a job is published by bumping `generation`; workers
+// and the caller spin briefly (decode issues hundreds of small jobs per token, and a sleep/wake round
+// trip costs tens of microseconds) before blocking on a condition variable.
+constexpr int kSpinIterations = 4000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 struct ThreadPool::Impl {
   std::vector<std::thread> workers;
   std::mutex mu;
@@ -32,9 +45,10 @@ struct ThreadPool::Impl {
   const std::function<void(int64_t, int64_t)>* job = nullptr;
   int64_t n = 0, chunk = 1, num_chunks = 0;
   std::atomic<int64_t> next{0};
-  int active = 0;          // workers still inside the current job
-  uint64_t generation = 0;  // bumped per job so workers see each job once
-  bool stop = false;
+  std::atomic<int> active{0};          // workers still inside the current job
+  std::atomic<uint64_t> generation{0};  // bumped per job so workers see each job once
+  std::atomic<bool> stop{false};
+  std::mutex error_mu;
   std::exception_ptr error;
 
   void run_chunks() {
@@ -45,7 +59,7 @@ struct ThreadPool::Impl {
       try {
         (*job)(b, e);
       } catch (...) {
-        std::lock_guard<std::mutex> lk(mu);
+        std::lock_guard<std::mutex> lk(error_mu);
         if (!error) error = std::current_exception();
       }
     }
@@ -55,15 +69,22 @@ struct ThreadPool::Impl {
     t_inside_pool = true;
     uint64_t seen = 0;
     for (;;) {
-      {
+      int spins = 0;
+      while (generation.load(std::memory_order_acquire) == seen && !stop.load(std::memory_order_acquire)) {
+        if (++spins < kSpinIterations) {
+          cpu_relax();
+          continue;
+        }
         std::unique_lock<std::mutex> lk(mu);
-        wake.wait(lk, [&] { return stop || generation != seen; });
-        if (stop) return;
-        seen = generation;
+        wake.wait(lk, [&] { return stop.load() || generation.load() != seen; });
       }
+      if (stop.load()) return;
+      seen = generation.load(std::memory_order_acquire);
       run_chunks();
-      std::lock_guard<std::mutex> lk(mu);
-      if (--active == 0) done.notify_one();
+      if (active.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lk(mu);
+        done.notify_one();
+      }
     }
   }
 };
@@ -80,7 +101,7 @@ ThreadPool::ThreadPool(int num_threads) : impl_(new Impl), num_threads_(std::max
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
-    impl_->stop = true;
+    impl_->stop.store(true);
   }
   impl_->wake.notify_all();
   for (auto& t : impl_->workers) t.join();
@@ -101,23 +122,27 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   Impl& s = *impl_;
   // A few chunks per thread balance uneven work without much scheduling cost.
   int64_t target = std::min<int64_t>(max_chunks, int64_t(num_threads_) * 4);
-  {
-    std::lock_guard<std::mutex> lk(s.mu);
-    s.job = &fn;
-    s.n = n;
-    s.chunk = (n + target - 1) / target;
-    s.num_chunks = (n + s.chunk - 1) / s.chunk;
-    s.next.store(0);
-    s.error = nullptr;
-    s.active = int(s.workers.size());
-    ++s.generation;
-  }
+  s.job = &fn;
+  s.n = n;
+  s.chunk = (n + target - 1) / target;
+  s.num_chunks = (n + s.chunk - 1) / s.chunk;
+  s.next.store(0);
+  s.error = nullptr;
+  s.active.store(int(s.workers.size()), std::memory_order_relaxed);
+  s.generation.fetch_add(1, std::memory_order_acq_rel);  // publishes the job fields above
+  { std::lock_guard<std::mutex> lk(s.mu); }               // no worker can miss the wake-up below
   s.wake.notify_all();
   t_inside_pool = true;
   s.run_chunks();
   t_inside_pool = false;
-  std::unique_lock<std::mutex> lk(s.mu);
-  s.done.wait(lk, [&] { return s.active == 0; });
+  for (int spins = 0; s.active.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpinIterations) {
+      cpu_relax();
+      continue;
+    }
+    std::unique_lock<std::mutex> lk(s.mu);
+    s.done.wait(lk, [&] { return s.active.load() == 0; });
+  }
   s.job = nullptr;
   if (s.error) std::rethrow_exception(s.error);
 }
