@@ -40,6 +40,10 @@ def memory_bandwidth():
     for threads in (1, 2):
         best = min(_copy_seconds(src, dst, threads) for _ in range(5))
         result[f"copy_{threads}t"] = 2 * n / best / 1e9
+    # Read-only bandwidth through markbase's own pool (decode streams weights: reads dominate).
+    import markbase
+
+    result["read_pool"] = markbase._core._memory_read_gbps(1 << 30, 5)
     result["best"] = max(result.values())
     _SUMMARY.append("memory bandwidth (512 MB numpy copy, read+write bytes): " +
                     ", ".join(f"{k} {v:.1f} GB/s" for k, v in result.items()))

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -236,6 +237,32 @@ void bind_core(py::module_& m) {
       .def_property_readonly("used", &Arena::used)
       .def_property_readonly("capacity", &Arena::capacity)
       .def_property_readonly("high_water", &Arena::high_water);
+
+  m.def("_memory_read_gbps", [](size_t nbytes, int repeats) {
+    // Benchmark hook: main-memory read bandwidth through the pool (every thread sums its own slice),
+    // the roofline of a memory-bound decode. Best of `repeats`, GB/s of bytes read.
+    nbytes = std::max<size_t>(nbytes / 4096 * 4096, 4096);
+    Tensor buf = Tensor::empty(DType::U8, {int64_t(nbytes)});
+    std::memset(buf.data(), 1, nbytes);  // fault the pages in before timing
+    const uint64_t* words = buf.data_as<const uint64_t>();
+    const int64_t n = int64_t(nbytes / 8);
+    double best = 0.0;
+    std::atomic<uint64_t> sink{0};
+    py::gil_scoped_release nogil;
+    for (int r = 0; r < std::max(repeats, 1); ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      parallel_for(n, n / std::max(1, ThreadPool::global().num_threads()), [&](int64_t b, int64_t e) {
+        uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        int64_t i = b;
+        for (; i + 4 <= e; i += 4) { a0 += words[i]; a1 += words[i + 1]; a2 += words[i + 2]; a3 += words[i + 3]; }
+        for (; i < e; ++i) a0 += words[i];
+        sink += a0 + a1 + a2 + a3;
+      });
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::max(best, double(nbytes) / s / 1e9);
+    }
+    return best;
+  }, py::arg("nbytes") = size_t(1) << 30, py::arg("repeats") = 3);
 
   m.def("_parallel_thread_ids", [](int64_t n, int64_t grain) {
     // Test hook: which pool thread ran each item (proves work spreads over the pool).
