@@ -10,17 +10,13 @@ import markbase as mb
 from markbase.generate import GenerationResult
 
 
-@pytest.fixture(scope="module")
-def chat_oracle():
-    """An e2b-like checkpoint with the full vocabulary, test tokenizer and template (built by transformers)."""
-    from oracle.families import build_chat
+@pytest.mark.parametrize("family", ["e2b", "e4b", "26b", "31b", "12b"])
+def test_greedy_generate_through_chat_template_matches_transformers(family):
+    """Checkpoints of each family with the full vocabulary, the test tokenizer and template, built by
+    transformers; its greedy `generate` on the templated prompt is the reference."""
+    from oracle.families import CHAT_MESSAGES, CHAT_NEW_TOKENS, build_chat
 
-    return build_chat()
-
-
-def test_greedy_generate_through_chat_template_matches_transformers(chat_oracle):
-    from oracle.families import CHAT_MESSAGES, CHAT_NEW_TOKENS
-
+    chat_oracle = build_chat(family)
     ref = np.load(os.path.join(chat_oracle, "chat_reference.npz"))
     model = mb.load(chat_oracle)
     assert model.encode_prompt(CHAT_MESSAGES) == list(ref["prompt"])

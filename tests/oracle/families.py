@@ -189,8 +189,8 @@ CHAT_MESSAGES = [
 CHAT_NEW_TOKENS = 24
 
 
-def build_chat(root: str | None = None) -> str:
-    """An e2b-like checkpoint with the full 262144-token vocabulary plus markbase's test tokenizer and chat
+def build_chat(family: str = "e2b", root: str | None = None) -> str:
+    """A `family` checkpoint with the full 262144-token vocabulary plus markbase's test tokenizer and chat
     template, and transformers' greedy generation through that template (`chat_reference.npz`)."""
     import torch
     from transformers import AutoTokenizer
@@ -198,7 +198,7 @@ def build_chat(root: str | None = None) -> str:
     from markbase.tokenizer_build import GENERATION_CONFIG, build_tokenizer_json, chat_template, tokenizer_config
 
     root = root or cache_root()
-    out = os.path.join(root, "chat")
+    out = os.path.join(root, f"chat-{family}")
     if os.path.exists(os.path.join(out, "chat_reference.npz")):
         return out
     tmp = out + ".tmp"
@@ -208,7 +208,7 @@ def build_chat(root: str | None = None) -> str:
     saved = VOCAB
     VOCAB = 262144
     try:
-        model = build_model("e2b", seed=7)
+        model = build_model(family, seed=7)
     finally:
         VOCAB = saved
     model.save_pretrained(tmp)
@@ -217,7 +217,7 @@ def build_chat(root: str | None = None) -> str:
     with open(os.path.join(tmp, "tokenizer_config.json"), "w") as f:
         json.dump(tokenizer_config(), f)
     with open(os.path.join(tmp, "chat_template.jinja"), "w", encoding="utf-8") as f:
-        f.write(chat_template(empty_thought=False))
+        f.write(chat_template(empty_thought=family in ("26b", "31b", "12b")))
     with open(os.path.join(tmp, "generation_config.json"), "w") as f:
         json.dump(GENERATION_CONFIG, f)
     tok = AutoTokenizer.from_pretrained(tmp)
