@@ -33,6 +33,12 @@ constexpr rt::ParamKind param_kind() {
 }
 
 template <class P>
+constexpr uint32_t param_elem_bytes() {
+  if constexpr (is_device_ptr<P>::value) return uint32_t(sizeof(typename P::element_type));
+  else return uint32_t(sizeof(std::remove_cvref_t<P>));
+}
+
+template <class P>
 inline P bind_param(const rt::CallArgs& c, int i) {
   if constexpr (is_device_ptr<P>::value) {
     using T = typename P::element_type;
@@ -78,6 +84,7 @@ inline rt::KernelInfo make_kernel_info(void (*)(P...), const char* name, const c
   info.num_params = nb;
   [&]<size_t... I>(std::index_sequence<I...>) {
     ((info.params[I] = param_kind<nth_t<I, P...>>()), ...);
+    ((info.elem_bytes[I] = param_elem_bytes<nth_t<I, P...>>()), ...);
     ((info.args_bytes = param_kind<nth_t<I, P...>>() == rt::ParamKind::ConstantArgs
                             ? sizeof(std::remove_cvref_t<nth_t<I, P...>>) : info.args_bytes), ...);
     constexpr int num_args = ((param_kind<nth_t<I, P...>>() == rt::ParamKind::ConstantArgs ? 1 : 0) + ... + 0);

@@ -58,6 +58,7 @@ struct KernelInfo {
   InvokeFn invoke;             // runs one thread of the kernel
   int num_params;              // buffer parameters (device pointers + constant args)
   ParamKind params[kMaxKernelParams];
+  uint32_t elem_bytes[kMaxKernelParams];  // sizeof(T) of a device pointer parameter (the args: sizeof(Args))
   size_t args_bytes;           // sizeof(Args) when the last parameter is ConstantArgs, else 0
 };
 

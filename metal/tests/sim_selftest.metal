@@ -19,6 +19,23 @@ kernel void test_barrier_rotate(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_
 }
 MB_REGISTER_KERNEL(test_barrier_rotate)
 
+// Every built-in position value of every thread: out[global linear thread][18].
+kernel void test_thread_positions(DEVICE_PTR(uint) out [[buffer(0)]], MB_THREAD_POSITION) {
+  const uint threads = tg_size.x * tg_size.y * tg_size.z;
+  const uint group_linear = (tgid.z * tg_count.y + tgid.y) * tg_count.x + tgid.x;
+  DEVICE_PTR(uint) row = out + (group_linear * threads + lidx) * 18;
+  const uint3 v[5] = {tid, ltid, tgid, tg_size, tg_count};
+  for (uint k = 0; k < 5; ++k) {
+    row[3 * k + 0] = v[k].x;
+    row[3 * k + 1] = v[k].y;
+    row[3 * k + 2] = v[k].z;
+  }
+  row[15] = lidx;
+  row[16] = simd_lane;
+  row[17] = simd_group;
+}
+MB_REGISTER_KERNEL(test_thread_positions)
+
 // Tree reduction in threadgroup memory (log2(group) barriers): y[group] = sum of the group's x.
 // The group size must be a power of two.
 kernel void test_barrier_tree_sum(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],

@@ -149,9 +149,13 @@ void SimLauncher::dispatch(const Dispatch& d) {
     if (shadows[i].empty()) continue;
     const unsigned char* orig = static_cast<const unsigned char*>(d.buffers[i].data);
     auto mismatch = std::mismatch(shadows[i].begin(), shadows[i].end(), orig);
-    if (mismatch.first != shadows[i].end())
-      throw DeviceError(cat("metal-sim: kernel '", k->name, "' wrote buffer(", i, ") at byte offset ",
-                            mismatch.first - shadows[i].begin(), ", but the dispatch bound it read-only (an input)"));
+    if (mismatch.first != shadows[i].end()) {
+      // Report the start of the element the first changed byte belongs to.
+      const size_t elem = std::max<size_t>(1, k->elem_bytes[i]);
+      const size_t offset = size_t(mismatch.first - shadows[i].begin()) / elem * elem;
+      throw DeviceError(cat("metal-sim: kernel '", k->name, "' wrote buffer(", i, ") at byte offset ", offset,
+                            ", but the dispatch bound it read-only (an input)"));
+    }
   }
 }
 
