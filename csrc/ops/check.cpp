@@ -81,7 +81,11 @@ void Check::no_alias(const Tensor& out, const char* oname, const Tensor& in, con
 }
 
 void Check::device(const Exec& ex) const {
-  if (ex.device != Device::CPU) throw DeviceError(cat(op, ": no kernel for device ", device_name(ex.device), " yet"));
+  if (ex.device != Device::CPU) throw DeviceError(cat(op, ": no ", device_name(ex.device), " kernel yet"));
+}
+
+bool Check::use_metal(const Exec& ex) const {
+  return !ex.reference && (ex.device == Device::MetalSim || ex.device == Device::Metal);
 }
 
 }  // namespace mb::ops

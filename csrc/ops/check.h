@@ -25,7 +25,11 @@ struct Check {
   void output(const Tensor& out, const char* name, const Shape& shape, DType dtype) const;
   // Outputs must not overlap inputs (the classic source of silent corruption).
   void no_alias(const Tensor& out, const char* oname, const Tensor& in, const char* iname) const;
-  void device(const Exec& ex) const;  // only CPU kernels exist so far
+  // For ops with CPU kernels only: DeviceError("<op>: no metal-sim kernel yet") on any other device.
+  void device(const Exec& ex) const;
+  // For ops with Metal kernels too: true when the Metal-backend dispatch should run (metal-sim or
+  // metal, and not a reference run, which always uses the CPU scalar kernel).
+  bool use_metal(const Exec& ex) const;
 };
 
 // Byte range [lo, hi) a tensor's elements can touch.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cpu/elementwise.h"
+#include "backend/metal/elementwise.h"
 #include "ops/check.h"
 
 namespace mb::ops {
@@ -37,6 +38,12 @@ void unary(const Tensor& x, Tensor& out, const UnaryParams& p, const Exec& ex) {
   if (p.kind == UnaryKind::Clamp && (std::isnan(p.a) || std::isnan(p.b) || p.a > p.b))
     c.fail(cat("bounds must satisfy lo <= hi, got [", p.a, ", ", p.b, "]"));
   if (p.kind == UnaryKind::Scale && !std::isfinite(p.a)) c.fail(cat("factor must be finite, got ", p.a));
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::unary(L, x, out, p);
+    L.synchronize();  // until a forward owns one command buffer (issue 5), each op call waits
+    return;
+  }
   c.device(ex);
   ex.reference ? cpu::unary_ref(x, out, p) : cpu::unary_fast(x, out, p);
 }
@@ -57,6 +64,12 @@ void binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryKind kind, cons
   c.output(out, "out", a.shape(), a.dtype());
   check_inplace_or_disjoint(c, out, a, "a");
   c.no_alias(out, "out", b, "b");
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::binary(L, a, b, out, kind);
+    L.synchronize();
+    return;
+  }
   c.device(ex);
   ex.reference ? cpu::binary_ref(a, b, out, kind) : cpu::binary_fast(a, b, out, kind);
 }

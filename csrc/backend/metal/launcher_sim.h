@@ -1,0 +1,29 @@
+// metal-sim launcher: runs .metal kernels compiled as C++ (metal/sim/) on the CPU with MSL semantics.
+// Threadgroups run in parallel on the thread pool; the threads of one group run as fibers on one OS
+// thread (sim_group.h). Dispatches execute synchronously. On top of running the kernel it checks:
+//   - the bindings match the kernel's parameters (count, argument-blob size);
+//   - a writable buffer does not partially overlap another binding (identical ranges = in place);
+//   - every device-pointer access is inside its buffer and aligned (device_ptr in metal/sim/);
+//   - a kernel writing a buffer bound read-only: such a parameter (declared writable by the kernel)
+//     gets a private copy, compared after the dispatch; the caller's memory is never modified.
+// Every violation is an mb::DeviceError naming the kernel, the buffer index and the byte offset.
+#pragma once
+#include "backend/metal/launcher.h"
+
+namespace mb::metal {
+
+class SimLauncher final : public KernelLauncher {
+ public:
+  const char* name() const override { return "metal-sim"; }
+  bool has_kernel(const std::string& kernel) const override;
+  uint32_t max_threads_per_group(const std::string& kernel) const override;
+  void dispatch(const Dispatch& d) override;
+  void synchronize() override {}
+};
+
+// The process-wide sim launcher.
+SimLauncher& sim_launcher();
+// True when the .metal kernels were compiled into this build (MARKBASE_METAL_SIM).
+bool metal_sim_built();
+
+}  // namespace mb::metal

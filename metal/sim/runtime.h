@@ -1,0 +1,94 @@
+// metal-sim runtime ABI: the boundary between kernels compiled by clang (metal/*.metal as C++) and the
+// launcher compiled by the project's compiler (csrc/backend/metal/launcher_sim.cpp).
+// Plain structs and functions only, so both compilers agree on every layout. No MSL macros here.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace metal_sim::rt {
+
+constexpr int kSimdWidth = 32;              // lanes per simdgroup (Apple GPUs)
+constexpr int kMaxThreadsPerGroup = 1024;   // Metal's limit for a threadgroup
+constexpr size_t kThreadgroupMemoryBytes = 32768;  // Apple GPUs: 32 KiB of threadgroup memory
+constexpr size_t kSimdSlotBytes = 32;       // largest value a simd_* function exchanges (e.g. ulong4)
+constexpr int kMaxKernelParams = 31;        // Metal's buffer argument table has 31 entries
+
+// One bound buffer as a kernel sees it. `writable` is the binding's access (read-only inputs are false).
+struct BufferView {
+  unsigned char* data;
+  size_t bytes;
+  const char* kernel;  // for error messages
+  int index;           // [[buffer(index)]]
+  bool writable;
+};
+
+// The built-in thread-position values of one thread (the kernel's trailing parameters).
+struct ThreadPos {
+  uint32_t thread_in_grid[3];        // [[thread_position_in_grid]]
+  uint32_t thread_in_group[3];       // [[thread_position_in_threadgroup]]
+  uint32_t group_in_grid[3];         // [[threadgroup_position_in_grid]]
+  uint32_t threads_per_group[3];     // [[threads_per_threadgroup]]
+  uint32_t groups_per_grid[3];       // [[threadgroups_per_grid]]
+  uint32_t index_in_group;           // [[thread_index_in_threadgroup]]
+  uint32_t simd_lane;                // [[thread_index_in_simdgroup]]
+  uint32_t simd_group;               // [[simdgroup_index_in_threadgroup]]
+};
+
+// Everything one dispatch binds: buffers[i] is [[buffer(i)]]; the constant-args blob follows them.
+struct CallArgs {
+  const char* kernel;
+  const BufferView* buffers;
+  int num_buffers;
+  const void* args;
+  size_t args_bytes;
+};
+
+// How a kernel parameter is bound (derived from its C++ type by the adapter in kernel_adapter.h).
+enum class ParamKind : uint8_t {
+  DeviceConst,     // device const T*  -> a buffer the kernel only reads
+  DeviceWritable,  // device T*        -> a buffer the kernel may write
+  ConstantArgs,    // constant Args&   -> the dispatch's argument blob (always the last buffer)
+};
+
+using InvokeFn = void (*)(const CallArgs&, const ThreadPos&);
+
+struct KernelInfo {
+  const char* name;
+  const char* file;
+  InvokeFn invoke;             // runs one thread of the kernel
+  int num_params;              // buffer parameters (device pointers + constant args)
+  ParamKind params[kMaxKernelParams];
+  uint32_t elem_bytes[kMaxKernelParams];  // sizeof(T) of a device pointer parameter (the args: sizeof(Args))
+  size_t args_bytes;           // sizeof(Args) when the last parameter is ConstantArgs, else 0
+};
+
+// Kernel table (static registration from each .metal translation unit).
+void register_kernel(const KernelInfo& info);
+
+// ---- Called from kernel code while a thread runs (inside the launcher's scheduler). ----
+
+// A checked device-pointer access fell outside its buffer or was misaligned: throws mb::DeviceError.
+[[noreturn]] void fail_access(const BufferView& b, long long byte_offset, size_t access_bytes, bool misaligned);
+// A kernel-side check failed (e.g. an unsupported use of a built-in): throws mb::DeviceError.
+[[noreturn]] void fail(const char* what);
+
+// Blocks until every thread of the threadgroup has arrived.
+void threadgroup_barrier();
+// Blocks until every active lane of the calling thread's simdgroup has arrived.
+void simdgroup_barrier();
+
+// One simd_* exchange: each active lane deposits `bytes` (<= kSimdSlotBytes) and waits for the others.
+// Afterwards `slots + lane * kSimdSlotBytes` holds lane's value for every lane set in `active`.
+struct SimdRound {
+  const unsigned char* slots;
+  uint32_t active;  // bit l: lane l took part (lanes that returned from the kernel are inactive)
+  uint32_t lane;    // the caller's lane
+};
+SimdRound simd_exchange(const void* value, size_t bytes);
+
+// Threadgroup storage declared in a kernel body (MB_THREADGROUP): the first thread of the group to
+// reach the declaration allocates, the others get the same memory. `key` identifies the declaration.
+// New storage is filled with 0xFF bytes (NaN for floats), as Metal leaves it undefined.
+void* threadgroup_alloc(const void* key, size_t bytes, size_t align);
+
+}  // namespace metal_sim::rt
