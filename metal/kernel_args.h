@@ -26,3 +26,42 @@ struct BinaryArgs {
   mb_u32 n;
   mb_u32 nb;
 };
+
+// ---- norm.metal ----
+// rms_norm / layer_norm: one threadgroup per row of x [rows, cols]. has_weight / has_bias are 0 or 1
+// (an absent parameter is bound as an empty buffer and never read).
+struct NormArgs {
+  mb_u32 rows;
+  mb_u32 cols;
+  float eps;
+  mb_u32 has_weight;
+  mb_u32 has_bias;
+};
+
+// ---- softmax.metal ----
+// softmax over the last dimension: one threadgroup per row of x [rows, cols].
+struct SoftmaxArgs {
+  mb_u32 rows;
+  mb_u32 cols;
+};
+
+// ---- rope.metal ----
+// rope / rope_2d: x [tokens, heads, head_dim] strided (element (t, h, i) at x_offset + t·x_stride_t +
+// h·x_stride_h + i of the bound span), y contiguous. pairs: n = len(inv_freq) (rope) or q = head_dim/4
+// (rope_2d); items: threads needed per token, spread over groups_per_token threadgroups. Position
+// (t, k) at pos_offset + t·pos_stride_t + k·pos_stride_k. copy_tail: rope copies dims [2n, head_dim).
+struct RopeArgs {
+  mb_u32 tokens;
+  mb_u32 heads;
+  mb_u32 head_dim;
+  mb_u32 pairs;
+  mb_u32 items;
+  mb_u32 groups_per_token;
+  mb_i32 x_offset;
+  mb_i32 x_stride_t;
+  mb_i32 x_stride_h;
+  mb_i32 pos_offset;
+  mb_i32 pos_stride_t;
+  mb_i32 pos_stride_k;
+  mb_u32 copy_tail;
+};

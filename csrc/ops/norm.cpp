@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cpu/norm.h"
+#include "backend/metal/norm.h"
 #include "ops/check.h"
 
 namespace mb::ops {
@@ -46,6 +47,12 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, con
   c.output(out, "out", x.shape(), x.dtype());
   check_inplace_or_disjoint(c, out, x, "x");
   c.no_alias(out, "out", weight, "weight");
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::rms_norm(L, x, weight, eps, out);
+    L.synchronize();  // until a forward owns one command buffer (issue 5), each op call waits
+    return;
+  }
   c.device(ex);
   ex.reference ? cpu::rms_norm_ref(x, weight, eps, out) : cpu::rms_norm_fast(x, weight, eps, out);
 }
@@ -63,6 +70,12 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float
   check_inplace_or_disjoint(c, out, x, "x");
   c.no_alias(out, "out", weight, "weight");
   c.no_alias(out, "out", bias, "bias");
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::layer_norm(L, x, weight, bias, eps, out);
+    L.synchronize();
+    return;
+  }
   c.device(ex);
   ex.reference ? cpu::layer_norm_ref(x, weight, bias, eps, out) : cpu::layer_norm_fast(x, weight, bias, eps, out);
 }

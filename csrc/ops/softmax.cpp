@@ -1,6 +1,7 @@
 #include "ops/softmax.h"
 
 #include "backend/cpu/softmax.h"
+#include "backend/metal/softmax.h"
 #include "ops/check.h"
 
 namespace mb::ops {
@@ -14,6 +15,12 @@ void softmax(const Tensor& x, Tensor& out, const Exec& ex) {
   c.output(out, "out", x.shape(), x.dtype());
   // Exact in-place use is allowed (each row is read before it is written).
   if (!(out.data() == x.data() && out.shape() == x.shape())) c.no_alias(out, "out", x, "x");
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::softmax(L, x, out);
+    L.synchronize();  // until a forward owns one command buffer (issue 5), each op call waits
+    return;
+  }
   c.device(ex);
   ex.reference ? cpu::softmax_ref(x, out) : cpu::softmax_fast(x, out);
 }

@@ -1,0 +1,163 @@
+"""rope / rope_2d on metal-sim: the Metal kernels (metal/rope.metal) against the CPU scalar reference, with
+the thresholds of tests/ops/test_rope.py (the per-dtype defaults of tests/parity.py).
+
+Both sides form the angle as one f32 multiply f32(pos) · inv_freq and rotate with the same f32 products;
+they differ only if the sim's precise::cos / sin and the CPU's std::cos / sin differ (≤ 1 ulp each), which
+the f32 threshold covers. Dims the rotation must not touch (≥ d_rot, zero-frequency pairs) are compared
+bit for bit."""
+
+import numpy as np
+import pytest
+
+import markbase as mb
+from markbase._core import ops
+from parity import FLOAT_DTYPES, HEAD_DIMS, assert_close, rng, round_to, run_guarded, tensor, to_f64
+
+from .sim import require_sim
+
+DEVICE = "metal-sim"
+
+# As tests/ops/test_rope.py: unsorted, repeated, zero, large (up to 131072), one not a power of two.
+POSITIONS = np.array([0, 1, 7, 1000, 8191, 131072, 65537, 7, 3], dtype=np.int64)
+
+TABLES = {
+    "default": lambda d: ops.rope_inv_freq("default", d, 1e4),
+    "proportional": lambda d: ops.rope_inv_freq("proportional", d, 1e6, 0.25),
+    "partial": lambda d: ops.rope_inv_freq("default", d, 1e4, 0.5),  # d_rot = d/2 < d: the rest passes through
+}
+
+
+def unrotated_dims(inv, d):
+    """Dims the rotation must leave bit-identical: ≥ d_rot, and both members of zero-frequency pairs."""
+    n = len(inv)
+    zero = np.flatnonzero(inv == 0)
+    return np.concatenate([zero, zero + n, np.arange(2 * n, d)]).astype(np.int64)
+
+
+def sim_and_ref(call, shape, dtype, what):
+    sim = run_guarded(lambda out: call(out=out, device=DEVICE), shape, dtype, f"{what} metal-sim")
+    ref = run_guarded(lambda out: call(out=out, reference=True), shape, dtype, f"{what} reference")
+    assert_close(sim, ref, dtype, what=f"{what}: metal-sim vs reference")
+    return sim, ref
+
+
+@pytest.mark.parametrize("kind", sorted(TABLES))
+@pytest.mark.parametrize("H", [1, 3, 8])
+@pytest.mark.parametrize("d", HEAD_DIMS)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_rope_parity(dtype, d, H, kind):
+    require_sim()
+    inv = TABLES[kind](d)
+    x = rng(d * 10 + H).normal(size=(len(POSITIONS), H, d)).astype(np.float32)
+    xt = tensor(x, dtype)
+    what = f"rope {kind} {dtype} d={d} H={H}"
+    sim, _ = sim_and_ref(lambda **kw: ops.rope(xt, POSITIONS, inv, **kw), x.shape, dtype, what)
+    keep = unrotated_dims(inv, d)
+    np.testing.assert_array_equal(to_f64(sim)[..., keep], round_to(x, dtype)[..., keep],
+                                  err_msg=f"{what}: metal-sim changed a dim it must pass through")
+
+
+@pytest.mark.parametrize("pdtype", [np.int32, np.int64])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_rope_explicit_positions(dtype, pdtype):
+    require_sim()
+    # Any order, repeats, negatives, up to ±262144; an odd head dim with a partial rotation (3 dims pass).
+    pos = np.array([262144, 5, 5, -3, 0, 131071, -262144, 17, 5, 200000], dtype=pdtype)
+    inv = ops.rope_inv_freq("default", 64, 1e4)
+    x = rng(11).normal(size=(len(pos), 2, 67)).astype(np.float32)
+    xt = tensor(x, dtype)
+    sim_and_ref(lambda **kw: ops.rope(xt, pos, inv, **kw), x.shape, dtype, f"rope positions {dtype} {pdtype.__name__}")
+    # Equal positions give equal rotations (rows 1, 2 and 8 share position 5 and get the same x here).
+    x[2] = x[1]
+    x[8] = x[1]
+    y = ops.rope(tensor(x, dtype), pos, inv, device=DEVICE).to_float32()
+    np.testing.assert_array_equal(y[2], y[1])
+    np.testing.assert_array_equal(y[8], y[1])
+
+
+def test_rope_many_pairs_span_several_threadgroups():
+    """d_rot / 2 = 384 pairs > 256 threads per group: a token spans two threadgroups (args.groups_per_token)."""
+    require_sim()
+    d = 1024
+    inv = ops.rope_inv_freq("default", d, 1e4, 0.75)
+    pos = np.array([3, 0, 99999, 12], np.int32)
+    x = rng(16).normal(size=(len(pos), 2, d)).astype(np.float32)
+    sim, _ = sim_and_ref(lambda **kw: ops.rope(x, pos, inv, **kw), x.shape, "f32", "rope d=1024")
+    np.testing.assert_array_equal(sim.numpy()[..., 2 * len(inv):], x[..., 2 * len(inv):])
+
+
+@pytest.mark.parametrize("layout", ["sliced", "transposed", "reversed-positions"])
+def test_rope_strided_x(layout):
+    require_sim()
+    T, H, d = 9, 3, 128
+    inv = ops.rope_inv_freq("proportional", d, 1e6, 0.25)
+    r = rng(13)
+    pos = POSITIONS
+    if layout == "sliced":  # x is the middle of a wider row, e.g. one part of a fused projection
+        x = r.normal(size=(T, H, d + 40)).astype(np.float32)[:, :, 24:24 + d]
+    elif layout == "transposed":  # [H, T, d] seen as [T, H, d]
+        x = r.normal(size=(H, T, d)).astype(np.float32).transpose(1, 0, 2)
+    else:  # tokens in reverse order (negative stride) and a strided positions view
+        x = r.normal(size=(T, H, d)).astype(np.float32)[::-1]
+        pos = np.stack([POSITIONS, POSITIONS + 5])[0, ::-1]
+    xt = mb.Tensor(x)
+    assert not xt.is_contiguous()
+    sim_and_ref(lambda **kw: ops.rope(xt, pos, inv, **kw), x.shape, "f32", f"rope {layout}")
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_in_place(dtype):
+    require_sim()
+    x = rng(14).normal(size=(len(POSITIONS), 4, 72)).astype(np.float32)
+    inv = ops.rope_inv_freq("default", 72, 1e4, 0.5)
+    want = ops.rope(tensor(x, dtype), POSITIONS, inv, device=DEVICE).to_float32()
+    xt = tensor(x, dtype)
+    ops.rope(xt, POSITIONS, inv, out=xt, device=DEVICE)
+    np.testing.assert_array_equal(xt.to_float32(), want)
+    pos2 = np.stack([POSITIONS, POSITIONS[::-1]], axis=1)
+    want2 = ops.rope_2d(tensor(x, dtype), pos2, 100.0, device=DEVICE).to_float32()
+    xt = tensor(x, dtype)
+    ops.rope_2d(xt, pos2, 100.0, out=xt, device=DEVICE)
+    np.testing.assert_array_equal(xt.to_float32(), want2)
+
+
+def vision_positions(pdtype):
+    """A 7-column × 5-row patch grid as (x, y), row-major like the image processor, then 3 padding (−1, −1)."""
+    ys, xs = np.meshgrid(np.arange(5), np.arange(7), indexing="ij")
+    grid = np.stack([xs.ravel(), ys.ravel()], axis=1)
+    return np.concatenate([grid, np.full((3, 2), -1)]).astype(pdtype)
+
+
+@pytest.mark.parametrize("H", [1, 3, 8])
+@pytest.mark.parametrize("d", [64, 72, 128])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_rope_2d_parity(dtype, d, H):
+    require_sim()
+    pos = vision_positions(np.int64)
+    x = rng(d + H).normal(size=(len(pos), H, d)).astype(np.float32)
+    xt = tensor(x, dtype)
+    sim_and_ref(lambda **kw: ops.rope_2d(xt, pos, 100.0, **kw), x.shape, dtype, f"rope_2d {dtype} d={d} H={H}")
+
+
+@pytest.mark.parametrize("pdtype", [np.int32, np.int64])
+def test_rope_2d_positions_and_theta(pdtype):
+    require_sim()
+    # Large and negative coordinates, another θ, and a strided view of the positions ((y, x) columns swapped),
+    # and a sliced x.
+    r = rng(15)
+    yx = r.integers(-50, 4000, size=(23, 2)).astype(pdtype)
+    pos = yx[:, ::-1]
+    x = r.normal(size=(23, 2, 80)).astype(np.float32)[:, :, 8:72]
+    sim_and_ref(lambda **kw: ops.rope_2d(x, pos, 1e4, **kw), x.shape, "f32", f"rope_2d {pdtype.__name__}")
+
+
+def test_empty_and_bad_input():
+    require_sim()
+    inv = np.ones(4, np.float32)
+    with pytest.raises(mb.InputError, match="^rope: .*inv_freq"):
+        ops.rope(np.ones((4, 2, 8), np.float32), np.arange(4), np.ones(5, np.float32), device=DEVICE)
+    with pytest.raises(mb.InputError, match="^rope_2d: .*positions"):
+        ops.rope_2d(np.ones((4, 2, 8), np.float32), np.zeros((4, 3), np.int32), 100.0, device=DEVICE)
+    t = mb.Tensor(np.zeros((5, 2, 8), np.float32))
+    with pytest.raises(mb.InputError, match="rope: out overlaps input x"):
+        ops.rope(t.slice(0, 0, 4), np.arange(4), inv, out=t.slice(0, 1, 5), device=DEVICE)
