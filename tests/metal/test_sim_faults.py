@@ -89,10 +89,10 @@ def test_partially_overlapping_output():
         run("test_barrier_rotate", [buf[:64], buf[16:]], [1], [64], read_only=[0])
 
 
-def test_op_without_a_kernel_says_so():
+def test_unknown_kernel_is_a_device_error():
     require_sim()
-    with pytest.raises(DeviceError, match="softmax: no metal-sim kernel yet"):
-        ops.softmax(np.ones((2, 3), np.float32), device="metal-sim")
+    with pytest.raises(DeviceError, match="no_such_kernel"):
+        run("no_such_kernel", [np.zeros(4, np.float32)], [1], [1])
 
 
 def test_misaligned_vector_access():
