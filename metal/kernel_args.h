@@ -64,4 +64,28 @@ struct RopeArgs {
   mb_i32 pos_stride_t;
   mb_i32 pos_stride_k;
   mb_u32 copy_tail;
+
+// ---- linear.metal ----
+// out[m, n] = Σ_k x[m, k]·w[n, k] (+ bias[n] when has_bias != 0); x: [M, K], w: [N, K], out: [M, N].
+struct LinearArgs {
+  mb_u32 M;
+  mb_u32 K;
+  mb_u32 N;
+  mb_u32 has_bias;
+};
+
+// ---- embedding.metal ----
+// out[t, d] = f32(table[ids[t], d]) * scale for t < T, d < D.
+struct EmbeddingArgs {
+  mb_u32 T;
+  mb_u32 D;
+  float scale;
+};
+
+// ---- topk.metal ----
+// Per row r < R of x [R, N]: the k first elements in topk order -> values / indices [R, k].
+struct TopkArgs {
+  mb_u32 R;
+  mb_u32 N;
+  mb_u32 k;
 };

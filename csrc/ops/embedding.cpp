@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cpu/embedding.h"
+#include "backend/metal/embedding.h"
 #include "ops/check.h"
 
 namespace mb::ops {
@@ -34,6 +35,12 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out, float scale,
   if (!std::isfinite(scale)) c.fail(cat("scale must be finite, got ", scale));
   if (ids.dtype() == DType::I32) check_ids_in_range(c, ids.data_as<const int32_t>(), T, V);
   else check_ids_in_range(c, ids.data_as<const int64_t>(), T, V);
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::embedding(L, table, ids, out, scale);
+    L.synchronize();
+    return;
+  }
   c.device(ex);
   ex.reference ? cpu::embedding_ref(table, ids, out, scale) : cpu::embedding_fast(table, ids, out, scale);
 }

@@ -1,6 +1,7 @@
 #include "ops/linear.h"
 
 #include "backend/cpu/linear.h"
+#include "backend/metal/linear.h"
 #include "ops/check.h"
 
 namespace mb::ops {
@@ -27,6 +28,12 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, c
   c.no_alias(out, "out", x, "x");
   c.no_alias(out, "out", w, "w");
   if (bias) c.no_alias(out, "out", *bias, "bias");
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::linear(L, x, w, bias, out);
+    L.synchronize();  // until a forward owns one command buffer (issue 5), each op call waits
+    return;
+  }
   c.device(ex);
   ex.reference ? cpu::linear_ref(x, w, bias, out) : cpu::linear_fast(x, w, bias, out);
 }

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "backend/cpu/topk.h"
+#include "backend/metal/topk.h"
 #include "ops/check.h"
 
 namespace mb::ops {
@@ -20,6 +21,12 @@ void topk(const Tensor& x, int64_t k, Tensor& values, Tensor& indices, const Exe
   c.no_alias(values, "values", x, "x");
   c.no_alias(indices, "indices", x, "x");
   c.no_alias(indices, "indices", values, "values");
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::topk(L, x, k, values, indices);
+    L.synchronize();
+    return;
+  }
   c.device(ex);
   ex.reference ? cpu::topk_ref(x, k, values, indices) : cpu::topk_fast(x, k, values, indices);
 }

@@ -1,0 +1,47 @@
+// Kernel choice, grid and argument binding for the embedding kernels (metal/embedding.metal).
+#include <limits>
+
+#include "backend/metal/embedding.h"
+#include "core/errors.h"
+#include "kernel_args.h"
+
+namespace mb::metal {
+
+namespace {
+
+static_assert(sizeof(EmbeddingArgs) == 12, "kernel_args.h layout changed");
+
+// 256 threads x 4 elements per thread = 1024 elements of one output row per threadgroup (embedding.metal).
+constexpr uint32_t kThreadsPerGroup = 256;
+constexpr uint32_t kElementsPerThread = 4;
+
+const char* dtype_suffix(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::I32: return "i32";
+    case DType::I64: return "i64";
+    default: throw InputError(cat("internal: no embedding Metal kernel for dtype ", dtype_name(t)));
+  }
+}
+
+}  // namespace
+
+void embedding(KernelLauncher& L, const Tensor& table, const Tensor& ids, Tensor& out, float scale) {
+  const int64_t D = table.size(1), T = ids.size(0);
+  if (T == 0 || D == 0) return;
+  // Output offsets t*D + d are 64-bit in the kernel; D and T themselves are 32-bit arguments.
+  if (D > int64_t(std::numeric_limits<uint32_t>::max()) || T > int64_t(std::numeric_limits<uint32_t>::max()))
+    throw DeviceError(cat("embedding: [", T, ", ", D, "] exceeds the Metal kernel's 32-bit sizes"));
+  const uint64_t per_group = uint64_t(kThreadsPerGroup) * kElementsPerThread;
+  Dispatch d;
+  d.kernel = cat("embedding_gather_", dtype_suffix(table.dtype()), "_", dtype_suffix(ids.dtype()), "_", dtype_suffix(out.dtype()));
+  d.buffers = {BufferBinding::input(table), BufferBinding::input(ids), BufferBinding::output(out)};
+  d.set_args(EmbeddingArgs{uint32_t(T), uint32_t(D), scale});
+  d.grid = {uint32_t((uint64_t(D) + per_group - 1) / per_group), uint32_t(T), 1};
+  d.group = {kThreadsPerGroup, 1, 1};
+  L.dispatch(d);
+}
+
+}  // namespace mb::metal
