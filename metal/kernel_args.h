@@ -88,4 +88,54 @@ struct TopkArgs {
   mb_u32 R;
   mb_u32 N;
   mb_u32 k;
+
+// ---- conv.metal ----
+// Conv2dArgs::bias_kind: the bias buffer's storage (kConvBiasNone: no bias; a placeholder buffer is bound).
+enum ConvBiasKind : mb_u32 { kConvBiasNone = 0, kConvBiasF32 = 1, kConvBiasF16 = 2, kConvBiasBF16 = 3 };
+// Tiling shared by the kernels and their dispatch (enumerators: compile-time constants in MSL and C++).
+enum ConvTiling : mb_u32 {
+  kConvCoTile = 8,      // conv2d: output channels per thread
+  kConvTapChunk = 512,  // conv2d: taps staged per pass (kConvCoTile × 512 × 4 B = 16 KiB threadgroup memory)
+  kDwMaxThreads = 256,  // depthwise: largest threadgroup (channels per group)
+  kDwRows = 8,          // depthwise: time steps per thread
+  kDwTapChunk = 16,     // depthwise: taps staged per pass (16 × 256 × 4 B = 16 KiB threadgroup memory)
+};
+
+// conv2d: x [batch, cin, h, w], w [cout, cin, kh, kw], out [batch, cout, ho, wo]; zero padding pad_h / pad_w.
+struct Conv2dArgs {
+  mb_u32 batch, cin, h, w;
+  mb_u32 cout, kh, kw;
+  mb_u32 ho, wo;
+  mb_u32 stride_h, stride_w, pad_h, pad_w;
+  mb_u32 bias_kind;  // ConvBiasKind
+};
+
+// depthwise_conv1d_causal: x [t, c], w [c, 1, k], out [t, c].
+struct DepthwiseConv1dArgs {
+  mb_u32 t, c, k;
+};
+
+// ---- pool.metal ----
+enum AvgPoolLimits : mb_u32 { kPoolPlanMaxThreads = 1024 };  // the plan kernel's (single) threadgroup
+// avg_pool_indexed, pass 1 (member lists): index [n] i32 with values in [-1, num_out).
+struct AvgPoolPlanArgs {
+  mb_u32 n, num_out;
+};
+// Pass 2 (sums): x [n, d] f32 -> out [num_out, d] f32, each sum divided by `divisor`.
+struct AvgPoolSumArgs {
+  mb_u32 d, num_out;
+  float divisor;
+};
+
+// ---- shape.metal ----
+// A strided copy of n elements over a shape of up to 4 dimensions (outermost first, padded with 1s in
+// front): element (i0, i1, i2, i3) moves from src[src_base + Σ ik·src_stride[k]] to
+// dst[dst_base + Σ ik·dst_stride[k]]. Offsets and strides in elements, relative to the start of the
+// bound byte span (strides may be negative). Arrays of 4-byte scalars lay out alike in MSL and C++.
+struct CopyArgs {
+  mb_u32 n;
+  mb_u32 size[4];
+  mb_i32 src_stride[4];
+  mb_i32 dst_stride[4];
+  mb_i32 src_base, dst_base;
 };

@@ -1,6 +1,7 @@
 #include "ops/conv.h"
 
 #include "backend/cpu/conv.h"
+#include "backend/metal/conv.h"
 #include "ops/check.h"
 
 namespace mb::ops {
@@ -38,6 +39,12 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out, c
   c.no_alias(out, "out", x, "x");
   c.no_alias(out, "out", w, "w");
   if (bias.defined()) c.no_alias(out, "out", bias, "bias");
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::conv2d(L, x, w, bias, out, p);
+    L.synchronize();  // until a forward owns one command buffer (issue 5), each op call waits
+    return;
+  }
   c.device(ex);
   ex.reference ? cpu::conv2d_ref(x, w, bias, out, p) : cpu::conv2d_fast(x, w, bias, out, p);
 }
@@ -56,6 +63,12 @@ void depthwise_conv1d_causal(const Tensor& x, const Tensor& w, Tensor& out, cons
   c.output(out, "out", x.shape(), DType::F32);
   c.no_alias(out, "out", x, "x");
   c.no_alias(out, "out", w, "w");
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::depthwise_conv1d_causal(L, x, w, out);
+    L.synchronize();
+    return;
+  }
   c.device(ex);
   ex.reference ? cpu::depthwise_conv1d_causal_ref(x, w, out) : cpu::depthwise_conv1d_causal_fast(x, w, out);
 }

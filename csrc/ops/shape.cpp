@@ -1,6 +1,7 @@
 #include "ops/shape.h"
 
 #include "backend/cpu/shape.h"
+#include "backend/metal/shape.h"
 #include "ops/check.h"
 
 namespace mb::ops {
@@ -17,6 +18,12 @@ void copy(const Tensor& src, Tensor& out, const Exec& ex) {
                " (conversion is only among f32, bf16 and f16)"));
   c.output(out, "out", src.shape(), out.dtype());
   c.no_alias(out, "out", src, "src");
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::copy(L, src, out);
+    L.synchronize();
+    return;
+  }
   c.device(ex);
   ex.reference ? cpu::copy_ref(src, out) : cpu::copy_fast(src, out);
 }
@@ -48,6 +55,12 @@ void concat(const std::vector<Tensor>& tensors, int64_t dim, Tensor& out, const 
   }
   c.output(out, "out", shape, first.dtype());
   for (size_t i = 0; i < tensors.size(); ++i) c.no_alias(out, "out", tensors[i], cat("tensors[", i, "]").c_str());
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::concat(L, tensors, d, out);
+    L.synchronize();
+    return;
+  }
   c.device(ex);
   ex.reference ? cpu::concat_ref(tensors, d, out) : cpu::concat_fast(tensors, d, out);
 }

@@ -1,0 +1,13 @@
+// Metal-backend dispatch for ops/pool.h (kernels: metal/pool.metal). Arguments are validated by the
+// front door (every index in [-1, num_out)); this picks the grids and binds the buffers.
+#pragma once
+#include "backend/metal/launcher.h"
+#include "core/tensor.h"
+
+namespace mb::metal {
+
+// Two dispatches (member lists, then sums) with scratch buffers it owns: it synchronizes the launcher
+// before returning, so the scratch outlives the kernels that use it.
+void avg_pool_indexed(KernelLauncher& L, const Tensor& x, const Tensor& index, float divisor, Tensor& out);
+
+}  // namespace mb::metal

@@ -1,0 +1,139 @@
+// Kernel choice, index-space coalescing and span binding for the shape kernels (metal/shape.metal).
+// Written only against KernelLauncher: the same code drives metal-sim and (later) Metal.
+#include <limits>
+
+#include "backend/metal/shape.h"
+#include "core/errors.h"
+#include "kernel_args.h"
+#include "ops/check.h"
+
+namespace mb::metal {
+
+namespace {
+
+static_assert(sizeof(CopyArgs) == 15 * 4, "kernel_args.h layout changed");
+
+constexpr uint32_t kCopyThreads = 256;  // one element per thread
+constexpr int kCopyRank = 4;            // dimensions a CopyArgs describes
+
+// The copy's index space with size-1 dimensions dropped and mergeable neighbours merged (d and d+1 merge
+// when both sides step over d exactly as over a whole run of d+1) — as the CPU's copy_fast.
+struct CopyLayout {
+  std::vector<int64_t> shape, ss, ds;  // element strides of src and dst
+};
+
+CopyLayout coalesce(const Tensor& src, const Tensor& dst) {
+  CopyLayout L;
+  for (int64_t d = 0; d < src.dim(); ++d) {
+    if (src.size(d) == 1) continue;
+    const int64_t n = src.size(d), s = src.stride(d), t = dst.stride(d);
+    if (!L.shape.empty() && L.ss.back() == s * n && L.ds.back() == t * n) {
+      L.shape.back() *= n;
+      L.ss.back() = s;
+      L.ds.back() = t;
+    } else {
+      L.shape.push_back(n);
+      L.ss.push_back(s);
+      L.ds.push_back(t);
+    }
+  }
+  if (L.shape.empty()) L = {{1}, {1}, {1}};  // a single element
+  return L;
+}
+
+// The bytes a view can touch, bound as one buffer; `base` = element offset of the view's element 0 in it.
+struct Span {
+  BufferBinding binding;
+  int64_t base = 0;
+};
+
+Span span_of(const Tensor& t, bool writable, const char* op) {
+  const char *lo, *hi;
+  ops::byte_span(t, &lo, &hi);
+  const int64_t item = int64_t(dtype_itemsize(t.dtype()));
+  Span s;
+  s.binding = {const_cast<char*>(lo), size_t(hi - lo), writable};
+  s.base = (static_cast<const char*>(t.data()) - lo) / item;
+  if (int64_t(hi - lo) / item > int64_t(std::numeric_limits<int32_t>::max()))
+    throw DeviceError(cat(op, ": the view ", t.describe(), " spans more than 2^31 elements, beyond the Metal kernels' "
+                          "32-bit offsets"));
+  return s;
+}
+
+const char* float_suffix(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    default: throw InputError(cat("internal: copy converts only among f32 / bf16 / f16, not ", dtype_name(t)));
+  }
+}
+
+std::string copy_kernel(DType from, DType to) {
+  if (from == to) return cat("copy_raw_b", 8 * dtype_itemsize(from));
+  return cat("copy_from_", float_suffix(from), "_", float_suffix(to));
+}
+
+// dst = src elementwise; dst may be strided too (a slice of concat's output).
+void copy_strided(KernelLauncher& L, const Tensor& src, Tensor& dst, const char* op) {
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  const CopyLayout lay = coalesce(src, dst);
+  const Span s = span_of(src, false, op), t = span_of(dst, true, op);
+  const int rank = int(lay.shape.size());
+  const int outer = rank > kCopyRank ? rank - kCopyRank : 0;  // dimensions walked here, one dispatch each
+  CopyArgs a{};
+  int64_t inner_n = 1;
+  for (int k = 0; k < kCopyRank; ++k) {
+    const int d = outer + k - (rank > kCopyRank ? 0 : kCopyRank - rank);  // source dimension, < outer = padding
+    const bool pad = d < outer || d >= rank;
+    a.size[k] = pad ? 1 : uint32_t(lay.shape[size_t(d)]);
+    a.src_stride[k] = pad ? 0 : int32_t(lay.ss[size_t(d)]);
+    a.dst_stride[k] = pad ? 0 : int32_t(lay.ds[size_t(d)]);
+    inner_n *= a.size[k];
+  }
+  if (inner_n > int64_t(std::numeric_limits<uint32_t>::max()))
+    throw DeviceError(cat(op, ": ", inner_n, " elements exceed the Metal kernels' 32-bit index range"));
+  a.n = uint32_t(inner_n);
+  Dispatch d;
+  d.kernel = copy_kernel(src.dtype(), dst.dtype());
+  d.buffers = {s.binding, t.binding};
+  d.grid = {uint32_t((inner_n + kCopyThreads - 1) / kCopyThreads), 1, 1};
+  d.group = {kCopyThreads, 1, 1};
+  // More than 4 dimensions left after coalescing: one dispatch per index of the outer ones (odometer).
+  std::vector<int64_t> idx(size_t(outer), 0);
+  for (;;) {
+    int64_t so = s.base, dof = t.base;
+    for (int k = 0; k < outer; ++k) {
+      so += idx[size_t(k)] * lay.ss[size_t(k)];
+      dof += idx[size_t(k)] * lay.ds[size_t(k)];
+    }
+    a.src_base = int32_t(so);
+    a.dst_base = int32_t(dof);
+    d.set_args(a);
+    L.dispatch(d);
+    int k = outer - 1;
+    for (; k >= 0; --k) {
+      if (++idx[size_t(k)] < lay.shape[size_t(k)]) break;
+      idx[size_t(k)] = 0;
+    }
+    if (k < 0) break;
+  }
+}
+
+}  // namespace
+
+void copy(KernelLauncher& L, const Tensor& src, Tensor& out) { copy_strided(L, src, out, "copy"); }
+
+void concat(KernelLauncher& L, const std::vector<Tensor>& tensors, int64_t dim, Tensor& out) {
+  int64_t off = 0;
+  for (const Tensor& t : tensors) {
+    if (t.numel() > 0) {
+      Tensor part = out.slice(dim, off, off + t.size(dim));
+      copy_strided(L, t, part, "concat");
+    }
+    off += t.size(dim);
+  }
+}
+
+}  // namespace mb::metal

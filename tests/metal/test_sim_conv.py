@@ -1,0 +1,132 @@
+"""Convolution parity on metal-sim: the Metal kernels (metal/conv.metal) against the CPU scalar reference,
+with the thresholds of tests/ops/test_conv.py. The grid follows the CPU one: the model's configurations (3×3 stride 2 padding 1 with Cin 1 and
+128), odd sizes, tails of the 8-channel and 512-tap tiles, and every weight / bias dtype."""
+
+import math
+
+import numpy as np
+import pytest
+
+from markbase._core import ops
+from parity import FLOAT_DTYPES, assert_close, rng, run_guarded, tensor
+
+from .sim import require_sim
+
+DEVICE = "metal-sim"
+
+
+def conv_tolerance(k):
+    """As tests/ops/test_conv.py: f32 accumulation of K products, error ~√K relative to the output
+    scale, so atol = 1e-6·√K (far below one missing or doubled tap)."""
+    return dict(rtol=1e-5, atol=1e-6 * math.sqrt(k))
+
+
+def check_conv2d(B, Cin, Cout, H, W, k, stride, pad, wdtype, bdtype, seed):
+    require_sim()
+    r = rng(seed)
+    kh, kw = k
+    x = r.normal(size=(B, Cin, H, W)).astype(np.float32)
+    w = (r.normal(size=(Cout, Cin, kh, kw)) / math.sqrt(Cin * kh * kw)).astype(np.float32)
+    xt, wt = tensor(x, "f32"), tensor(w, wdtype)
+    bt = tensor(r.normal(size=(Cout,)).astype(np.float32), bdtype) if bdtype else None
+    Ho, Wo = (H + 2 * pad[0] - kh) // stride[0] + 1, (W + 2 * pad[1] - kw) // stride[1] + 1
+    shape = (B, Cout, Ho, Wo)
+    what = f"conv2d B{B} Cin{Cin} Cout{Cout} {H}x{W} k{k} s{stride} p{pad} w:{wdtype} bias:{bdtype}"
+    sim = run_guarded(lambda out: ops.conv2d(xt, wt, bt, stride=stride, padding=pad, out=out, device=DEVICE),
+                      shape, "f32", what)
+    ref = run_guarded(lambda out: ops.conv2d(xt, wt, bt, stride=stride, padding=pad, out=out, reference=True),
+                      shape, "f32", what)
+    assert_close(sim, ref, "f32", what=f"{what}: metal-sim vs reference", **conv_tolerance(Cin * kh * kw))
+
+
+# 3×3, stride 2, padding 1 (audio subsampling: 1 → 128 and 128 → 32 channels). (B, Cin, Cout, H, W)
+S2_SHAPES = [
+    (1, 1, 128, 257, 128),  # audio layer 0: T frames × 128 mel bins
+    (1, 128, 32, 33, 64),   # audio layer 1 (short clip): 1152 taps = 3 staged chunks (512, 512, 128)
+    (2, 128, 32, 31, 32),
+    (2, 128, 9, 7, 5),     # Cout not a multiple of the 8-channel tile, odd image
+    (1, 1, 4, 1, 1),
+    (1, 1, 4, 1, 3),
+    (2, 3, 5, 3, 1),
+    (1, 3, 7, 31, 33),
+    (2, 3, 9, 32, 31),
+    (1, 3, 4, 257, 3),     # more output positions than one threadgroup along a thin image
+    (1, 1, 3, 32, 257),
+]
+
+
+@pytest.mark.parametrize("wdtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("B,Cin,Cout,H,W", S2_SHAPES)
+def test_conv2d_3x3_s2_p1(B, Cin, Cout, H, W, wdtype):
+    check_conv2d(B, Cin, Cout, H, W, (3, 3), (2, 2), (1, 1), wdtype, None, seed=H * 1000 + W + Cin)
+
+
+@pytest.mark.parametrize("bdtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("wdtype", FLOAT_DTYPES)
+def test_conv2d_bias_dtypes(wdtype, bdtype):
+    # Every weight × bias storage pair (the bias dtype is chosen at run time in the kernel).
+    check_conv2d(2, 3, 11, 9, 8, (3, 3), (1, 1), (1, 1), wdtype, bdtype, seed=5)
+
+
+@pytest.mark.parametrize("k,stride,pad", [
+    ((2, 5), (1, 3), (0, 2)),   # rectangular kernel, column stride 3, padding wider than the kernel's reach
+    ((1, 1), (2, 2), (0, 0)),   # pointwise with subsampling
+    ((4, 4), (3, 2), (2, 0)),   # even kernel, padding only on rows
+    ((3, 3), (1, 1), (0, 0)),   # valid convolution
+    ((9, 11), (2, 1), (4, 5)),  # 7·99 = 693 taps: a tap chunk ends inside a kernel row
+])
+def test_conv2d_general(k, stride, pad):
+    check_conv2d(2, 7 if k == (9, 11) else 3, 6, 17, 23, k, stride, pad, "bf16", "f32", seed=sum(k) + sum(stride))
+
+
+def test_conv2d_nan_reaches_exactly_its_windows():
+    require_sim()
+    x = np.zeros((1, 1, 5, 5), np.float32)
+    x[0, 0, 2, 2] = np.nan
+    w = np.ones((1, 1, 3, 3), np.float32)
+    y = ops.conv2d(x, w, stride=2, padding=1, device=DEVICE).numpy()[0, 0]
+    expect_nan = np.zeros((3, 3), bool)
+    expect_nan[1, 1] = True  # only output (1, 1) reads input (2, 2) with stride 2, padding 1
+    np.testing.assert_array_equal(np.isnan(y), expect_nan)
+    assert (y[~expect_nan] == 0).all()
+
+
+@pytest.mark.parametrize("wdtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("C", [1, 31, 300, 1024])
+@pytest.mark.parametrize("T", [1, 3, 33, 257])
+@pytest.mark.parametrize("K", [1, 5, 21])
+def test_depthwise_conv1d_causal(K, T, C, wdtype):
+    # K = 21: two staged tap chunks (16 + 5); T = 257: a tail of the 8-step time tile; C = 300: two
+    # threadgroups of channels, the second partly idle.
+    require_sim()
+    r = rng(K * 10000 + T * 10 + C)
+    x = r.normal(size=(T, C)).astype(np.float32)
+    w = r.normal(size=(C, 1, K)).astype(np.float32)
+    xt, wt = tensor(x, "f32"), tensor(w, wdtype)
+    what = f"depthwise_conv1d_causal K{K} T{T} C{C} w:{wdtype}"
+    sim = run_guarded(lambda out: ops.depthwise_conv1d_causal(xt, wt, out=out, device=DEVICE), (T, C), "f32", what)
+    ref = run_guarded(lambda out: ops.depthwise_conv1d_causal(xt, wt, out=out, reference=True), (T, C), "f32", what)
+    # As tests/ops/test_depthwise_conv1d_causal: plain f32 thresholds for K <= 5; for K = 21 the f32
+    # accumulation bound of conv_tolerance(K) (same order of summation in both, so this is slack).
+    tol = conv_tolerance(K) if K > 5 else {}
+    assert_close(sim, ref, "f32", what=f"{what}: metal-sim vs reference", **tol)
+
+
+def test_depthwise_conv1d_is_causal():
+    require_sim()
+    x = np.ones((20, 3), np.float32)
+    x[10, 1] = np.nan
+    w = np.ones((3, 1, 5), np.float32)
+    y = ops.depthwise_conv1d_causal(x, w, device=DEVICE).numpy()
+    np.testing.assert_array_equal(np.where(np.isnan(y[:, 1]))[0], np.arange(10, 15))
+    assert not np.isnan(y[:, [0, 2]]).any()
+    np.testing.assert_array_equal(y[:, 0], np.minimum(np.arange(20) + 1, 5).astype(np.float32))
+
+
+def test_bad_input_is_still_an_input_error():
+    require_sim()
+    import markbase as mb
+    with pytest.raises(mb.InputError, match="conv2d: .*w"):
+        ops.conv2d(np.ones((1, 2, 5, 5), np.float32), np.ones((3, 4, 3, 3), np.float32), device=DEVICE)
+    with pytest.raises(mb.InputError, match="depthwise_conv1d_causal: .*w"):
+        ops.depthwise_conv1d_causal(np.ones((4, 3), np.float32), np.ones((4, 1, 5), np.float32), device=DEVICE)
