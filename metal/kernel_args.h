@@ -64,6 +64,7 @@ struct RopeArgs {
   mb_i32 pos_stride_t;
   mb_i32 pos_stride_k;
   mb_u32 copy_tail;
+};
 
 // ---- linear.metal ----
 // out[m, n] = Σ_k x[m, k]·w[n, k] (+ bias[n] when has_bias != 0); x: [M, K], w: [N, K], out: [M, N].
@@ -88,6 +89,7 @@ struct TopkArgs {
   mb_u32 R;
   mb_u32 N;
   mb_u32 k;
+};
 
 // ---- conv.metal ----
 // Conv2dArgs::bias_kind: the bias buffer's storage (kConvBiasNone: no bias; a placeholder buffer is bound).
