@@ -206,3 +206,12 @@ kernel void test_fault_threadgroup_too_large(DEVICE_PTR(float) y [[buffer(0)]], 
   y[tid.x] = big[lidx];
 }
 MB_REGISTER_KERNEL(test_fault_threadgroup_too_large)
+
+// Reads a float4 at a 4-byte offset: misaligned for a 16-byte vector load.
+kernel void test_fault_misaligned_vector(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float4) y [[buffer(1)]],
+                                         MB_THREAD_POSITION) {
+  if (tid.x != 0) return;
+  y[0] = ((DEVICE_PTR(const float4))(x + 4))[0];  // aligned: fine
+  y[1] = ((DEVICE_PTR(const float4))(x + 1))[0];  // misaligned
+}
+MB_REGISTER_KERNEL(test_fault_misaligned_vector)

@@ -93,3 +93,13 @@ def test_op_without_a_kernel_says_so():
     require_sim()
     with pytest.raises(DeviceError, match="softmax: no metal-sim kernel yet"):
         ops.softmax(np.ones((2, 3), np.float32), device="metal-sim")
+
+
+def test_misaligned_vector_access():
+    raw = np.arange(32, dtype=np.float32)
+    skip = (-raw.ctypes.data % 16) // 4  # a view starting on a 16-byte boundary
+    x = raw[skip:skip + 16]
+    y = np.zeros((2, 4), np.float32)
+    with pytest.raises(DeviceError, match=r"test_fault_misaligned_vector.*misaligned 16-byte access to buffer\(0\) at byte offset 4"):
+        run("test_fault_misaligned_vector", [x, y], [1], [1], read_only=[0])
+    np.testing.assert_array_equal(y[0], x[4:8])  # the aligned cast before it worked
