@@ -140,4 +140,37 @@ struct CopyArgs {
   mb_i32 src_stride[4];
   mb_i32 dst_stride[4];
   mb_i32 src_base, dst_base;
+
+// ---- attention.metal ----
+// q [T, Hq, d], out [T, Hq, d] contiguous; k / v row (s, h) at element k_offset + s·k_stride_s +
+// h·k_stride_h of its bound span (the dispatch binds the bytes the strided view covers).
+struct AttentionArgs {
+  mb_u32 T;
+  mb_u32 Hq;
+  mb_u32 Hkv;
+  mb_u32 group;  // Hq / Hkv: query head h reads kv head h / group
+  mb_u32 d;
+  mb_u32 S;
+  mb_u32 k_offset;
+  mb_i32 k_stride_s;
+  mb_i32 k_stride_h;
+  mb_u32 v_offset;
+  mb_i32 v_stride_s;
+  mb_i32 v_stride_h;
+  float scale;
+  float softcap;                 // 0 = none
+  mb_u32 causal;                 // 0 / 1
+  mb_u32 window;                 // 0 = unlimited
+  mb_u32 block_overrides_window; // 0: Gemma 4 rule, 1: unified-12B rule
+  mb_u32 has_blocks;             // 0: q_block / k_block are not bound and never read
+  mb_u32 chunk;                  // decode: keys per chunk
+  mb_u32 n_chunks;               // decode: chunks (1: the decode kernel writes out itself, no partials)
+};
+
+// Merge of the decode partials: rows = T·Hq, each with n_chunks partials of d + 3 floats.
+struct AttentionMergeArgs {
+  mb_u32 rows;
+  mb_u32 d;
+  mb_u32 n_chunks;
+};
 };

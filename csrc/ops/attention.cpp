@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cpu/attention.h"
+#include "backend/metal/attention.h"
 #include "ops/check.h"
 
 namespace mb::ops {
@@ -62,6 +63,12 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
   if (q_block) {
     c.no_alias(out, "out", *q_block, "q_block");
     c.no_alias(out, "out", *k_block, "k_block");
+  }
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    const Tensor scratch = metal::attention(L, q, k, v, q_pos, k_pos, q_block, k_block, out, p);
+    L.synchronize();  // the dispatches use `scratch` until here
+    return;
   }
   c.device(ex);
   ex.reference ? cpu::attention_ref(q, k, v, q_pos, k_pos, q_block, k_block, out, p)

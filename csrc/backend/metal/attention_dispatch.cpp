@@ -1,0 +1,160 @@
+// Kernel choice, grids and argument binding for the attention kernels (metal/attention.metal).
+// Written only against KernelLauncher: the same code drives metal-sim and (later) Metal.
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backend/metal/attention.h"
+#include "core/errors.h"
+#include "kernel_args.h"
+
+namespace mb::metal {
+
+namespace {
+
+static_assert(sizeof(AttentionArgs) == 20 * 4 && sizeof(AttentionMergeArgs) == 3 * 4, "kernel_args.h layout changed");
+
+// Every attention kernel runs 4 simdgroups of 32 threads (attention.metal: kSimdgroups).
+constexpr uint32_t kThreadsPerGroup = 128;
+// Up to this many queries use the decode kernel (parallel over heads and key chunks); more use prefill.
+constexpr int64_t kDecodeMaxQueries = 4;
+// Decode key chunks: at least 128 keys each (below that the merge costs more than the split gains),
+// at most 64 of them (attention.metal: kMaxChunks).
+constexpr int64_t kMinChunkKeys = 128;
+constexpr int64_t kMaxChunks = 64;
+constexpr int64_t kPartialHeader = 3;
+constexpr int64_t kMaxHeadDim = 512;
+
+// Per-head-dim kernel variant (registers sized for d <= D) and prefill rows per threadgroup.
+struct Variant {
+  int64_t max_d;
+  int64_t prefill_rows;  // 4 simdgroups × rows per simdgroup
+};
+constexpr Variant kVariants[] = {{64, 32}, {128, 32}, {256, 16}, {512, 8}};
+
+uint32_t checked_u32(int64_t n, const char* what) {
+  if (n < 0 || n > int64_t(std::numeric_limits<uint32_t>::max()))
+    throw DeviceError(cat("attention: ", what, " = ", n, " exceeds the Metal kernels' 32-bit index range"));
+  return uint32_t(n);
+}
+
+// The bytes a [S, Hkv, d] view with a unit last stride touches, and where its element [0, 0, 0] lies in
+// them (strides may be negative or exceed the shape: a slice of a larger cache).
+struct StridedSpan {
+  BufferBinding binding;
+  uint32_t offset = 0;  // elements from the binding's start to element [0, 0, 0]
+  int32_t stride_s = 0, stride_h = 0;
+};
+
+StridedSpan span_of(const Tensor& t, const char* name) {
+  StridedSpan sp;
+  if (t.numel() == 0) return sp;  // nothing is read
+  int64_t lo = 0, hi = 0;         // element offsets of the first and last row starts
+  for (int64_t dim = 0; dim < 2; ++dim) {
+    const int64_t ext = t.stride(dim) * (t.size(dim) - 1);
+    (ext < 0 ? lo : hi) += ext;
+  }
+  const int64_t elems = hi - lo + t.size(2);
+  const int64_t i32_max = std::numeric_limits<int32_t>::max();
+  if (elems > i32_max || std::abs(t.stride(0)) > i32_max || std::abs(t.stride(1)) > i32_max)
+    throw DeviceError(cat("attention: ", name, " ", t.describe(), " spans ", elems,
+                          " elements, beyond the Metal kernels' 32-bit offsets"));
+  sp.binding = {static_cast<float*>(t.data()) + lo, size_t(elems) * sizeof(float), false};
+  sp.offset = uint32_t(-lo);
+  sp.stride_s = int32_t(t.stride(0));
+  sp.stride_h = int32_t(t.stride(1));
+  return sp;
+}
+
+// An optional i32 vector, or an empty binding the kernel never reads (has_blocks = 0).
+BufferBinding optional_input(const Tensor* t) { return t ? BufferBinding::input(*t) : BufferBinding{}; }
+
+}  // namespace
+
+Tensor attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
+                 const Tensor& k_pos, const Tensor* q_block, const Tensor* k_block, Tensor& out,
+                 const ops::AttentionParams& p) {
+  const int64_t T = q.size(0), Hq = q.size(1), d = q.size(2), S = k.size(0), Hkv = k.size(1);
+  if (T == 0) return {};
+  if (d > kMaxHeadDim)
+    throw DeviceError(cat("attention: the Metal kernels take head dims up to ", kMaxHeadDim, ", q ", q.describe(), " has ", d));
+  checked_u32(T * Hq * d, "T·Hq·d");
+  const Variant& var = *std::find_if(std::begin(kVariants), std::end(kVariants), [&](const Variant& x) { return d <= x.max_d; });
+  const StridedSpan ks = span_of(k, "k"), vs = span_of(v, "v");
+
+  AttentionArgs a{};
+  a.T = checked_u32(T, "T");
+  a.Hq = checked_u32(Hq, "Hq");
+  a.Hkv = checked_u32(Hkv, "Hkv");
+  a.group = uint32_t(Hq / Hkv);
+  a.d = uint32_t(d);
+  a.S = checked_u32(S, "S");
+  a.k_offset = ks.offset;
+  a.k_stride_s = ks.stride_s;
+  a.k_stride_h = ks.stride_h;
+  a.v_offset = vs.offset;
+  a.v_stride_s = vs.stride_s;
+  a.v_stride_h = vs.stride_h;
+  a.scale = p.scale;
+  a.softcap = p.softcap;
+  a.causal = p.causal ? 1 : 0;
+  // A window of 2^31 or more excludes nothing between i32 positions: unlimited.
+  a.window = p.window >= (int64_t(1) << 31) ? 0 : uint32_t(p.window);
+  a.block_overrides_window = p.block_overrides_window ? 1 : 0;
+  a.has_blocks = q_block ? 1 : 0;
+
+  std::vector<BufferBinding> inputs = {BufferBinding::input(q), ks.binding, vs.binding, BufferBinding::input(q_pos),
+                                       BufferBinding::input(k_pos), optional_input(q_block), optional_input(k_block),
+                                       BufferBinding::output(out)};
+  const std::string dsuffix = cat("_d", var.max_d, "_f32");
+
+  if (T > kDecodeMaxQueries) {
+    // Prefill: R consecutive (query, head-of-group) rows of one kv head per threadgroup.
+    a.chunk = a.S;
+    a.n_chunks = 1;
+    Dispatch pre;
+    pre.kernel = "attention_prefill" + dsuffix;
+    pre.buffers = inputs;
+    pre.set_args(a);
+    pre.grid = {checked_u32((T * a.group + var.prefill_rows - 1) / var.prefill_rows, "row blocks"), a.Hkv, 1};
+    pre.group = {kThreadsPerGroup, 1, 1};
+    L.dispatch(pre);
+    return {};
+  }
+
+  // Decode: (chunk, head, query) threadgroups; with several chunks their partials are merged.
+  int64_t chunk = std::max(kMinChunkKeys, (S + kMaxChunks - 1) / kMaxChunks);
+  const int64_t n_chunks = std::max<int64_t>(1, (S + chunk - 1) / chunk);
+  a.chunk = uint32_t(chunk);
+  a.n_chunks = uint32_t(n_chunks);
+  Tensor scratch;
+  Dispatch dec;
+  dec.kernel = "attention_decode" + dsuffix;
+  dec.buffers = inputs;
+  if (n_chunks > 1) {
+    // Partials: [T, Hq, C, d + 3] f32 (seen, max, sum, unnormalised acc[d]).
+    scratch = Tensor::empty(DType::F32, {T, Hq, n_chunks, d + kPartialHeader});
+    checked_u32(scratch.numel(), "decode partials");
+    dec.buffers.push_back(BufferBinding::output(scratch));
+  } else {
+    dec.buffers.push_back(BufferBinding{nullptr, 0, true});  // the kernel writes out directly
+  }
+  dec.set_args(a);
+  dec.grid = {a.n_chunks, a.Hq, a.T};
+  dec.group = {kThreadsPerGroup, 1, 1};
+  L.dispatch(dec);
+  if (n_chunks > 1) {
+    Dispatch merge;
+    merge.kernel = "attention_merge_f32";
+    merge.buffers = {BufferBinding::input(scratch), BufferBinding::output(out)};
+    merge.set_args(AttentionMergeArgs{uint32_t(T * Hq), uint32_t(d), uint32_t(n_chunks)});
+    merge.grid = {uint32_t(T * Hq), 1, 1};
+    merge.group = {kThreadsPerGroup, 1, 1};
+    L.dispatch(merge);
+  }
+  return scratch;
+}
+
+}  // namespace mb::metal
