@@ -140,6 +140,7 @@ struct CopyArgs {
   mb_i32 src_stride[4];
   mb_i32 dst_stride[4];
   mb_i32 src_base, dst_base;
+};
 
 // ---- attention.metal ----
 // q [T, Hq, d], out [T, Hq, d] contiguous; k / v row (s, h) at element k_offset + s·k_stride_s +
@@ -172,5 +173,4 @@ struct AttentionMergeArgs {
   mb_u32 rows;
   mb_u32 d;
   mb_u32 n_chunks;
-};
 };
