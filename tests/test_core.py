@@ -47,7 +47,9 @@ def test_version_matches_pyproject():
 def test_devices_contains_cpu():
     devs = mb.devices()
     assert isinstance(devs, list) and "cpu" in devs
-    assert devs[-1] == "cpu", "cpu is always built and is the last resort in preference order"
+    # Preference order: a real GPU first, then cpu; metal-sim (a simulator for testing) comes after cpu.
+    assert devs.index("cpu") == len([d for d in devs if d == "metal"])
+    assert all(d in ("metal", "cpu", "metal-sim") for d in devs)
 
 
 def test_cli_version():

@@ -18,9 +18,11 @@ std::vector<std::string> built_devices() {
 #ifdef MARKBASE_HAS_METAL
   out.push_back("metal");
 #endif
-  // metal-sim joins this list once every op has a Metal kernel (issue 5); until then it is accepted by
-  // name (device_from_name) and ops without a kernel raise DeviceError.
   out.push_back("cpu");
+#ifdef MARKBASE_HAS_METAL_SIM
+  // Every op has a Metal kernel, so the simulator is a complete backend (slower than cpu: last).
+  out.push_back("metal-sim");
+#endif
   return out;
 }
 
@@ -32,9 +34,6 @@ Device device_from_name(std::string_view name) {
   else throw DeviceError(cat("unknown device '", name, "' (expected cpu, metal or metal-sim)"));
   for (const auto& b : built_devices())
     if (b == name) return d;
-#ifdef MARKBASE_HAS_METAL_SIM
-  if (d == Device::MetalSim) return d;  // built, but not every op has a kernel yet
-#endif
   if (d == Device::Metal)
     throw DeviceError("device 'metal' is not available: this build has no Metal backend (it needs macOS on Apple silicon)");
   throw DeviceError(cat("device '", name, "' is not built into this markbase (built: cpu",

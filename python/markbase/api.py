@@ -33,8 +33,6 @@ def _resolve_device(device: str) -> str:
         raise DeviceError(f"unknown device '{device}' (expected auto, cpu, metal or metal-sim)")
     if device not in _core.devices():
         raise DeviceError(f"device '{device}' is not built into this markbase (built: {', '.join(_core.devices())})")
-    if device != "cpu":
-        raise DeviceError(f"device '{device}' cannot run the Gemma 4 text decoder yet; use device='cpu'")
     return device
 
 

@@ -78,6 +78,8 @@ def test_missing_directory(tmp_path):
 def test_devices(oracle):
     with pytest.raises(mb.DeviceError, match="metal"):
         mb.load(os.path.join(oracle["e2b"], "f32"), device="metal")
+    with pytest.raises(mb.DeviceError, match="unknown device"):
+        mb.load(os.path.join(oracle["e2b"], "f32"), device="cuda")
 
 
 def test_checkpoint_without_tokenizer_loads(oracle):

@@ -10,7 +10,11 @@ import os
 import numpy as np
 import pytest
 
+import markbase as mb
 from oracle.families import FAMILIES, GREEDY_TOKENS, PROMPT_LEN, WINDOW
+
+# Every backend built in runs the whole suite (metal-sim: the Metal kernels and dispatch, simulated).
+DEVICES = mb.devices()
 
 
 def reference(oracle, family):
@@ -21,20 +25,22 @@ def rel_err(got, want):
     return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_logits_match_transformers(oracle, load_model, family):
+def test_logits_match_transformers(oracle, load_model, family, device):
     ref = reference(oracle, family)
     assert len(ref["ids"]) == PROMPT_LEN and PROMPT_LEN >= 3 * WINDOW
-    got = load_model(family).logits(ref["ids"])
+    got = load_model(family, device=device).logits(ref["ids"])
     assert got.dtype == np.float32 and got.shape == ref["logits"].shape
     assert rel_err(got, ref["logits"]) <= 1e-4
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_prefill_then_decode_equals_full_forward(oracle, load_model, family):
+def test_prefill_then_decode_equals_full_forward(oracle, load_model, family, device):
     ref = reference(oracle, family)
     ids = ref["ids"]
-    model = load_model(family)
+    model = load_model(family, device=device)
     full = model.logits(ids)
     sess = model.session()
     split = 5
@@ -47,18 +53,20 @@ def test_prefill_then_decode_equals_full_forward(oracle, load_model, family):
     assert rel_err(stepwise, ref["logits"]) <= 1e-4
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_chunked_prefill_equals_full_forward(oracle, load_model, family):
+def test_chunked_prefill_equals_full_forward(oracle, load_model, family, device):
     """Prefill in chunks smaller than the window exercises the ring buffer's chunk capacity."""
     ref = reference(oracle, family)
-    chunked = load_model(family, prefill_chunk=5).logits(ref["ids"])
+    chunked = load_model(family, prefill_chunk=5, device=device).logits(ref["ids"])
     assert rel_err(chunked, ref["logits"]) <= 1e-4
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_greedy_generation_matches_transformers(oracle, load_model, family):
+def test_greedy_generation_matches_transformers(oracle, load_model, family, device):
     ref = reference(oracle, family)
-    sess = load_model(family).session()
+    sess = load_model(family, device=device).session()
     logits = sess.prefill(ref["ids"])
     tokens = []
     for _ in range(GREEDY_TOKENS):
@@ -69,12 +77,18 @@ def test_greedy_generation_matches_transformers(oracle, load_model, family):
     np.testing.assert_array_equal(np.array(tokens), ref["greedy"])
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_bf16_checkpoint_top1(oracle, load_model, family):
+def test_bf16_checkpoint_top1(oracle, load_model, family, device):
     ref = reference(oracle, family)
-    got = load_model(family, "bf16").logits(ref["ids"])
+    got = load_model(family, "bf16", device=device).logits(ref["ids"])
     agree = float(np.mean(got.argmax(-1) == ref["logits_bf16_f32"].argmax(-1)))
     assert agree >= 0.99, f"top-1 agreement {agree:.3f}"
+
+
+def test_metal_sim_is_a_device_when_built():
+    """CI builds metal-sim (clang-22): the model suite above must have run on it."""
+    assert "metal-sim" in DEVICES, "metal-sim is not built (it needs clang++ 22 or newer at build time)"
 
 
 def test_reset_restarts_the_session(oracle, load_model):
