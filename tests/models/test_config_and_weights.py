@@ -3,23 +3,22 @@
 import copy
 import json
 import os
-import sys
 
 import pytest
 
 import markbase as mb
 from markbase.models.gemma4 import parse_config, weight_table
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "released")
-sys.path.insert(0, DATA)
-import released_configs  # noqa: E402  (copy of shared/reference/configs.py)
+from markbase.models.gemma4.released import RELEASED as RELEASED_CONFIGS
 
-RELEASED = sorted(released_configs.MODELS)
+# The tensor lists are the independent truth: every name and shape of the five released checkpoints,
+# from instantiating their configs in transformers (copied from shared/reference/weights/).
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "released")
+RELEASED = sorted(RELEASED_CONFIGS)
 
 
 def released(name):
-    model_type, cfg = released_configs.MODELS[name]
-    return json.loads(json.dumps(dict(cfg, model_type=model_type)))
+    return json.loads(json.dumps(RELEASED_CONFIGS[name]))
 
 
 def released_tensors(name):
