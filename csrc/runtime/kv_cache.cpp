@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/errors.h"
+#include "ops/shape.h"
 
 namespace mb::runtime {
 
@@ -35,9 +36,8 @@ void LayerKvCache::grow_to(int64_t capacity) {
   capacity_ = capacity;
 }
 
-void LayerKvCache::append(const Tensor& k_new, const Tensor& v_new, int64_t p0) {
+void LayerKvCache::append(const Tensor& k_new, const Tensor& v_new, int64_t p0, const Exec& ex) {
   const int64_t T = k_new.size(0);
-  const int64_t row = n_kv_ * d_;
   if (window_ == 0 && written_ + T > capacity_) {
     if (written_ + T > max_context_) throw InputError(cat("KV cache: ", written_ + T, " tokens exceed the context limit ", max_context_));
     int64_t cap = capacity_;
@@ -46,16 +46,16 @@ void LayerKvCache::append(const Tensor& k_new, const Tensor& v_new, int64_t p0) 
   }
   if (window_ > 0 && T > capacity_ - (window_ - 1))
     throw InputError(cat("KV cache: a chunk of ", T, " tokens exceeds the ring's chunk capacity ", capacity_ - (window_ - 1)));
-  const float* ks = k_new.data_as<const float>();
-  const float* vs = v_new.data_as<const float>();
-  float* kd = k_.data_as<float>();
-  float* vd = v_.data_as<float>();
+  // Tokens go to slots written_ .. written_ + T − 1 (mod capacity): at most two contiguous runs.
   int32_t* pd = pos_.data_as<int32_t>();
-  for (int64_t t = 0; t < T; ++t) {
-    int64_t slot = (written_ + t) % capacity_;
-    std::memcpy(kd + slot * row, ks + t * row, size_t(row) * sizeof(float));
-    std::memcpy(vd + slot * row, vs + t * row, size_t(row) * sizeof(float));
-    pd[slot] = int32_t(p0 + t);
+  for (int64_t t = 0; t < T;) {
+    const int64_t slot = (written_ + t) % capacity_;
+    const int64_t run = std::min(T - t, capacity_ - slot);
+    Tensor kd = k_.slice(0, slot, slot + run), vd = v_.slice(0, slot, slot + run);
+    ops::copy(k_new.slice(0, t, t + run), kd, ex);
+    ops::copy(v_new.slice(0, t, t + run), vd, ex);
+    for (int64_t i = 0; i < run; ++i) pd[slot + i] = int32_t(p0 + t + i);
+    t += run;
   }
   written_ += T;
 }

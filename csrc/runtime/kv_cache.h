@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/device.h"
 #include "core/tensor.h"
 
 namespace mb::runtime {
@@ -18,7 +19,8 @@ class LayerKvCache {
   LayerKvCache(int64_t n_kv, int64_t head_dim, int64_t window, int64_t max_chunk, int64_t max_context);
 
   // k_new, v_new: [T, n_kv, d] f32 for absolute positions p0 .. p0 + T − 1 (T ≤ max_chunk on rings).
-  void append(const Tensor& k_new, const Tensor& v_new, int64_t p0);
+  // The rows are copied with the copy op on `ex`'s device; the position tags are host metadata.
+  void append(const Tensor& k_new, const Tensor& v_new, int64_t p0, const Exec& ex = {});
   void reset();
   // Drops every token at position >= n (keeps the first n). False when a ring no longer holds the
   // window − 1 tokens before n (they were overwritten), in which case nothing changes.

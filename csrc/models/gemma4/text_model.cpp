@@ -11,6 +11,7 @@
 #include "ops/linear.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
+#include "ops/shape.h"
 #include "ops/softmax.h"
 #include "ops/topk.h"
 
@@ -22,11 +23,6 @@ const Tensor& need(const std::map<std::string, Tensor>& w, const std::string& na
   auto it = w.find(name);
   if (it == w.end()) throw CheckpointError(cat("text decoder: missing tensor ", name));
   return it->second;
-}
-
-Tensor optional(const std::map<std::string, Tensor>& w, const std::string& name) {
-  auto it = w.find(name);
-  return it == w.end() ? Tensor() : it->second;
 }
 
 // Small vectors (norm weights, scales) are converted to f32 once at load.
@@ -188,7 +184,7 @@ Tensor TextModel::forward_chunk(DecoderState& st, const int32_t* ids_ptr, int64_
       ops::linear(x, lw.ple_gate, nullptr, g, ex_);
       ops::unary(g, g, {ops::UnaryKind::GeluTanh}, ex_);
       Tensor ple_l = A.tensor(DType::F32, {T, P});
-      copy_into(ple.reshape({T, L, P}).select(1, l), ple_l);
+      ops::copy(ple.reshape({T, L, P}).select(1, l), ple_l, ex_);  // this layer's [T, P] slice
       ops::binary(g, ple_l, g, ops::BinaryKind::Mul, ex_);
       Tensor y = A.tensor(DType::F32, {T, H});
       ops::linear(g, lw.ple_proj, nullptr, y, ex_);
@@ -236,12 +232,12 @@ void TextModel::attention_block(DecoderState& st, int64_t l, Tensor& x, const Te
       Tensor v_flat = v.reshape({T, kv * d});
       ops::linear(h, lw.v_proj, nullptr, v_flat, ex_);
     } else {
-      std::memcpy(v.data(), k.data(), k.nbytes());
+      ops::copy(k, v, ex_);  // k=v layers: V is the raw k projection (normed below, never rotated)
     }
     ops::rms_norm(v, Tensor(), cfg_.eps, v, ex_);
     ops::rms_norm(k, lw.k_norm, cfg_.eps, k, ex_);
     ops::rope(k, positions, lw.inv_freq_t, k, ex_);
-    st.caches[size_t(l)].append(k, v, st.position);
+    st.caches[size_t(l)].append(k, v, st.position, ex_);
   }
   // Reuse layers read the store layer's post-update cache (same positions, same mask).
   const runtime::LayerKvCache& cache = st.caches[size_t(lc.kv_source)];
@@ -317,6 +313,8 @@ void TextModel::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor& 
   Tensor rows_in = A.tensor(DType::F32, {T, H});
   Tensor gu = A.tensor(DType::F32, {T, 2 * I});
   Tensor act = A.tensor(DType::F32, {T, I});
+  Tensor up_rows = A.tensor(DType::F32, {T, I});
+  Tensor tok_ids = A.tensor(DType::I32, {T});
   Tensor rows_out = A.tensor(DType::F32, {T, H});
   std::vector<int64_t> tok;
   std::vector<float> wts;
@@ -332,17 +330,17 @@ void TextModel::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor& 
     if (tok.empty()) continue;
     const int64_t n = int64_t(tok.size());
     Tensor in = rows_in.slice(0, 0, n), g2 = gu.slice(0, 0, n), a = act.slice(0, 0, n), out = rows_out.slice(0, 0, n);
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(in.data_as<float>() + i * H, e_in.data_as<const float>() + tok[size_t(i)] * H, size_t(H) * sizeof(float));
+    Tensor up = up_rows.slice(0, 0, n), idx = tok_ids.slice(0, 0, n);
+    for (int64_t i = 0; i < n; ++i) idx.data_as<int32_t>()[i] = int32_t(tok[size_t(i)]);
+    ops::embedding(e_in, idx, in, 1.0f, ex_);  // gather the routed tokens' rows: [n, H]
     ops::linear(in, lw.experts_gate_up.select(0, e), nullptr, g2, ex_);
-    // gate = g2[:, :I], up = g2[:, I:]
-    float* gp = g2.data_as<float>();
-    float* ap = a.data_as<float>();
-    for (int64_t i = 0; i < n; ++i) std::memcpy(ap + i * I, gp + i * 2 * I, size_t(I) * sizeof(float));
+    // [gate | up] = g2 split along the last dim; a = gelu_tanh(gate) · up
+    ops::copy(g2.slice(1, 0, I), a, ex_);
+    ops::copy(g2.slice(1, I, 2 * I), up, ex_);
     ops::unary(a, a, {ops::UnaryKind::GeluTanh}, ex_);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t c = 0; c < I; ++c) ap[i * I + c] *= gp[i * 2 * I + I + c];
+    ops::binary(a, up, a, ops::BinaryKind::Mul, ex_);
     ops::linear(a, lw.experts_down.select(0, e), nullptr, out, ex_);
+    // Weighted scatter-add into the routed tokens (a host loop over shared memory; see the issue notes).
     float* accp = acc.data_as<float>();
     const float* op = out.data_as<const float>();
     for (int64_t i = 0; i < n; ++i) {
