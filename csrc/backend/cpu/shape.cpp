@@ -10,6 +10,7 @@
 #include "backend/cpu/dispatch.h"
 #include "core/errors.h"
 #include "core/thread_pool.h"
+#include "ops/copy_layout.h"
 
 namespace mb::cpu {
 
@@ -29,30 +30,8 @@ namespace {
 // Elements per parallel chunk: copying is memory bound, so only large copies are worth splitting.
 constexpr int64_t kCopyGrain = int64_t(1) << 16;
 
-// The index space of a copy with size-1 dimensions dropped and mergeable neighbours merged
-// (d and d+1 merge when both sides step over d exactly as over a whole run of d+1).
-struct CopyLayout {
-  std::vector<int64_t> shape, ss, ds;  // element strides of src and dst
-};
-
-CopyLayout coalesce(const Tensor& src, const Tensor& dst) {
-  CopyLayout L;
-  for (int64_t d = 0; d < src.dim(); ++d) {
-    if (src.size(d) == 1) continue;
-    const int64_t n = src.size(d), s = src.stride(d), t = dst.stride(d);
-    if (!L.shape.empty() && L.ss.back() == s * n && L.ds.back() == t * n) {
-      L.shape.back() *= n;
-      L.ss.back() = s;
-      L.ds.back() = t;
-    } else {
-      L.shape.push_back(n);
-      L.ss.push_back(s);
-      L.ds.push_back(t);
-    }
-  }
-  if (L.shape.empty()) L = {{1}, {1}, {1}};  // a single element
-  return L;
-}
+using ops::CopyLayout;
+using ops::coalesce;
 
 // Copies one run of n elements: src step ss, dst step ds (in elements).
 using RowFn = void (*)(const char* s, char* d, int64_t n, int64_t ss, int64_t ds);

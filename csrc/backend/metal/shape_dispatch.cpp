@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "backend/metal/shape.h"
+#include "ops/copy_layout.h"
 #include "core/errors.h"
 #include "kernel_args.h"
 #include "ops/check.h"
@@ -16,30 +17,8 @@ static_assert(sizeof(CopyArgs) == 15 * 4, "kernel_args.h layout changed");
 constexpr uint32_t kCopyThreads = 256;  // one element per thread
 constexpr int kCopyRank = 4;            // dimensions a CopyArgs describes
 
-// The copy's index space with size-1 dimensions dropped and mergeable neighbours merged (d and d+1 merge
-// when both sides step over d exactly as over a whole run of d+1) — as the CPU's copy_fast.
-struct CopyLayout {
-  std::vector<int64_t> shape, ss, ds;  // element strides of src and dst
-};
-
-CopyLayout coalesce(const Tensor& src, const Tensor& dst) {
-  CopyLayout L;
-  for (int64_t d = 0; d < src.dim(); ++d) {
-    if (src.size(d) == 1) continue;
-    const int64_t n = src.size(d), s = src.stride(d), t = dst.stride(d);
-    if (!L.shape.empty() && L.ss.back() == s * n && L.ds.back() == t * n) {
-      L.shape.back() *= n;
-      L.ss.back() = s;
-      L.ds.back() = t;
-    } else {
-      L.shape.push_back(n);
-      L.ss.push_back(s);
-      L.ds.push_back(t);
-    }
-  }
-  if (L.shape.empty()) L = {{1}, {1}, {1}};  // a single element
-  return L;
-}
+using ops::CopyLayout;
+using ops::coalesce;
 
 // The bytes a view can touch, bound as one buffer; `base` = element offset of the view's element 0 in it.
 struct Span {
