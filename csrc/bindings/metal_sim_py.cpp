@@ -33,6 +33,10 @@ void bind_root(py::module_& m) {
 void bind_sim(py::module_& m) {
   m.doc() = "metal-sim: the Metal kernels compiled as C++ and run on the CPU (self-tests and debugging).";
   m.def("kernels", [] { return metal::sim::kernel_names(); }, "Names of every kernel compiled into the simulator.");
+  m.def("command_buffers_committed", [] { return metal::sim_launcher().command_buffers_committed(); },
+        "Command buffers the sim launcher has committed since the process started.");
+  m.def("pending", [] { return metal::sim_launcher().pending(); },
+        "Dispatches encoded into the open command buffer and not yet committed.");
   m.def(
       "run_test_kernel",
       [](const std::string& name, const py::list& buffers, const std::vector<uint32_t>& grid,
@@ -55,10 +59,11 @@ void bind_sim(py::module_& m) {
         d.group = size3(group, "group");
         py::gil_scoped_release nogil;
         metal::sim_launcher().dispatch(d);
+        metal::sim_launcher().synchronize();  // faults found while running surface here, before `keep` goes
       },
       py::arg("name"), py::arg("buffers"), py::arg("grid"), py::arg("group"), py::arg("args") = py::bytes(),
       py::arg("read_only") = std::vector<int>{},
-      "Dispatches kernel `name`: buffers[i] (C-contiguous numpy arrays) is [[buffer(i)]], writable unless "
+      "Dispatches kernel `name` and waits for it: buffers[i] (C-contiguous numpy arrays) is [[buffer(i)]], writable unless "
       "i is in read_only; `args` is the constant-argument blob; grid = threadgroups per grid, group = "
       "threads per threadgroup. Faults raise markbase.DeviceError.");
 }

@@ -7,6 +7,7 @@
 
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
+#include "ops/sync.h"
 #include "core/errors.h"
 #include "ops/conv.h"
 #include "ops/pool.h"
@@ -48,8 +49,10 @@ void bind(py::module_& m) {
       y = as_tensor(out, "conv2d", "out");
     }
     Exec ex = make_exec(device, reference);
+    ops::CommandScope sync(ex);  // Python gets finished results
     py::gil_scoped_release nogil;
     ops::conv2d(x, w, bias, y, p, ex);
+    sync.finish();
     return y;
   }, py::arg("x"), py::arg("w"), py::arg("bias") = py::none(), py::kw_only(), py::arg("stride") = 1,
      py::arg("padding") = 0, py::arg("out") = py::none(), py::arg("device") = "cpu", py::arg("reference") = false,
@@ -62,8 +65,10 @@ void bind(py::module_& m) {
     Tensor w = as_tensor(wo, "depthwise_conv1d_causal", "w");
     Tensor y = out_or_empty(out, "depthwise_conv1d_causal", DType::F32, x.shape());
     Exec ex = make_exec(device, reference);
+    ops::CommandScope sync(ex);  // Python gets finished results
     py::gil_scoped_release nogil;
     ops::depthwise_conv1d_causal(x, w, y, ex);
+    sync.finish();
     return y;
   }, py::arg("x"), py::arg("w"), py::kw_only(), py::arg("out") = py::none(), py::arg("device") = "cpu",
      py::arg("reference") = false,
@@ -75,8 +80,10 @@ void bind(py::module_& m) {
     Tensor index = as_tensor(io, "avg_pool_indexed", "index");
     Tensor y = out_or_empty(out, "avg_pool_indexed", DType::F32, {std::max<int64_t>(num_out, 0), x.dim() == 2 ? x.size(1) : 0});
     Exec ex = make_exec(device, reference);
+    ops::CommandScope sync(ex);  // Python gets finished results
     py::gil_scoped_release nogil;
     ops::avg_pool_indexed(x, index, num_out, divisor, y, ex);
+    sync.finish();
     return y;
   }, py::arg("x"), py::arg("index"), py::kw_only(), py::arg("num_out"), py::arg("divisor"), py::arg("out") = py::none(),
      py::arg("device") = "cpu", py::arg("reference") = false,
@@ -91,8 +98,10 @@ void bind(py::module_& m) {
     if (dtype && y.dtype() != dtype_from_name(*dtype))
       throw InputError(cat("copy: out has dtype ", dtype_name(y.dtype()), " but dtype='", *dtype, "' was requested"));
     Exec ex = make_exec(device, reference);
+    ops::CommandScope sync(ex);  // Python gets finished results
     py::gil_scoped_release nogil;
     ops::copy(src, y, ex);
+    sync.finish();
     return y;
   }, py::arg("src"), py::kw_only(), py::arg("out") = py::none(), py::arg("dtype") = py::none(),
      py::arg("device") = "cpu", py::arg("reference") = false,
@@ -122,8 +131,10 @@ void bind(py::module_& m) {
       y = as_tensor(out, "concat", "out");
     }
     Exec ex = make_exec(device, reference);
+    ops::CommandScope sync(ex);  // Python gets finished results
     py::gil_scoped_release nogil;
     ops::concat(tensors, dim, y, ex);
+    sync.finish();
     return y;
   }, py::arg("tensors"), py::arg("dim"), py::kw_only(), py::arg("out") = py::none(), py::arg("device") = "cpu",
      py::arg("reference") = false, "The tensors (one dtype, any strides) joined along dim into a contiguous tensor.");

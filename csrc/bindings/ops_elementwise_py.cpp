@@ -1,6 +1,7 @@
 // markbase._core.ops: elementwise ops.
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
+#include "ops/sync.h"
 #include "ops/elementwise.h"
 
 namespace mb::py_bind {
@@ -11,8 +12,10 @@ Tensor run_unary(const py::object& xo, ops::UnaryParams p, const py::object& out
   Tensor x = as_tensor(xo, name, "x");
   Tensor y = out_or_empty(out, name, x.dtype(), x.shape());
   Exec ex = make_exec(device, reference);
+  ops::CommandScope sync(ex);  // Python gets finished results
   py::gil_scoped_release nogil;
   ops::unary(x, y, p, ex);
+  sync.finish();
   return y;
 }
 
@@ -46,8 +49,10 @@ void bind(py::module_& m) {
       Tensor b = as_tensor(bo, name, "b");
       Tensor y = out_or_empty(out, name, a.dtype(), a.shape());
       Exec ex = make_exec(device, reference);
+      ops::CommandScope sync(ex);  // Python gets finished results
       py::gil_scoped_release nogil;
       ops::binary(a, b, y, kind, ex);
+      sync.finish();
       return y;
     }, py::arg("a"), py::arg("b"), py::kw_only(), py::arg("out") = py::none(), py::arg("device") = "cpu",
        py::arg("reference") = false);

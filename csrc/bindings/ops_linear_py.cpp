@@ -3,6 +3,7 @@
 
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
+#include "ops/sync.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
 #include "ops/topk.h"
@@ -21,8 +22,10 @@ void bind(py::module_& m) {
     if (!shape.empty()) shape.back() = w.dim() == 2 ? w.size(0) : 0;
     Tensor y = out_or_empty(out, "linear", x.dtype(), shape);
     Exec ex = make_exec(device, reference);
+    ops::CommandScope sync(ex);  // Python gets finished results
     py::gil_scoped_release nogil;
     ops::linear(x, w, bias ? &*bias : nullptr, y, ex);
+    sync.finish();
     return y;
   }, py::arg("x"), py::arg("w"), py::arg("bias") = py::none(), py::kw_only(), py::arg("out") = py::none(),
      py::arg("device") = "cpu", py::arg("reference") = false,
@@ -36,8 +39,10 @@ void bind(py::module_& m) {
     Shape shape{ids.dim() >= 1 ? ids.size(0) : 0, table.dim() == 2 ? table.size(1) : 0};
     Tensor y = out_or_empty(out, "embedding", dtype_from_name(out_dtype), shape);
     Exec ex = make_exec(device, reference);
+    ops::CommandScope sync(ex);  // Python gets finished results
     py::gil_scoped_release nogil;
     ops::embedding(table, ids, y, scale, ex);
+    sync.finish();
     return y;
   }, py::arg("table"), py::arg("ids"), py::kw_only(), py::arg("scale") = 1.0f, py::arg("out") = py::none(),
      py::arg("out_dtype") = "f32", py::arg("device") = "cpu", py::arg("reference") = false,
@@ -52,9 +57,11 @@ void bind(py::module_& m) {
     Tensor values = Tensor::empty(DType::F32, {R, kk});
     Tensor indices = Tensor::empty(DType::I32, {R, kk});
     Exec ex = make_exec(device, reference);
+    ops::CommandScope sync(ex);  // Python gets finished results
     {
       py::gil_scoped_release nogil;
       ops::topk(x, k, values, indices, ex);
+      sync.finish();
     }
     return py::make_tuple(values, indices);
   }, py::arg("x"), py::arg("k"), py::kw_only(), py::arg("device") = "cpu", py::arg("reference") = false,

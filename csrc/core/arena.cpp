@@ -3,13 +3,14 @@
 #include <cstdlib>
 
 #include "core/errors.h"
+#include "core/host_memory.h"
 
 namespace mb {
 
 Arena::Arena(size_t capacity_bytes) : capacity_((capacity_bytes + 63) / 64 * 64) {
-  void* p = std::aligned_alloc(64, capacity_ ? capacity_ : 64);
-  if (!p) throw MarkbaseError(cat("out of memory reserving an arena of ", capacity_bytes, " bytes"));
-  buffer_ = std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { std::free(q); });
+  // One recorded page-aligned block (core/host_memory.h): a GPU backend wraps it once and binds by offset.
+  std::shared_ptr<void> block = host_alloc(capacity_, cat("an arena of ", capacity_bytes, " bytes").c_str());
+  buffer_ = std::shared_ptr<char>(block, static_cast<char*>(block.get()));
 }
 
 void* Arena::allocate(size_t bytes, size_t align) {

@@ -2,6 +2,11 @@
 
 #include "core/errors.h"
 
+namespace mb::metal {
+// backend/metal/launcher_mtl.h (declared here to keep core free of backend headers)
+bool mtl_available(std::string* why);
+}
+
 namespace mb {
 
 const char* device_name(Device d) {
@@ -32,10 +37,13 @@ Device device_from_name(std::string_view name) {
   else if (name == "metal-sim") d = Device::MetalSim;
   else if (name == "metal") d = Device::Metal;
   else throw DeviceError(cat("unknown device '", name, "' (expected cpu, metal or metal-sim)"));
+  if (d == Device::Metal) {
+    std::string why;
+    if (!metal::mtl_available(&why)) throw DeviceError(cat("device 'metal' is not available: ", why));
+    return d;
+  }
   for (const auto& b : built_devices())
     if (b == name) return d;
-  if (d == Device::Metal)
-    throw DeviceError("device 'metal' is not available: this build has no Metal backend (it needs macOS on Apple silicon)");
   throw DeviceError(cat("device '", name, "' is not built into this markbase (built: cpu",
 #ifdef MARKBASE_HAS_METAL_SIM
                         ", metal-sim",

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/errors.h"
+#include "core/host_memory.h"
 
 namespace mb {
 
@@ -43,10 +44,9 @@ Tensor Tensor::empty(DType dtype, const Shape& shape) {
   int64_t block = dtype_block_size(dtype);
   if (n % block) throw InputError(cat("shape ", shape_str(shape), " is not a multiple of the ", dtype_name(dtype), " block size"));
   size_t bytes = size_t(n / block) * dtype_itemsize(dtype);
-  size_t alloc = std::max<size_t>((bytes + 63) / 64 * 64, 64);
-  void* p = std::aligned_alloc(64, alloc);
-  if (!p) throw MarkbaseError(cat("out of memory allocating ", bytes, " bytes for ", dtype_name(dtype), shape_str(shape)));
-  std::shared_ptr<void> owner(p, [](void* q) { std::free(q); });
+  // Page-aligned and recorded (core/host_memory.h), so a GPU backend can use the memory in place.
+  std::shared_ptr<void> owner = host_alloc(bytes, cat(dtype_name(dtype), shape_str(shape)).c_str());
+  void* p = owner.get();
   return wrap(p, dtype, shape, contiguous_strides(shape), std::move(owner), StorageKind::Owned);
 }
 

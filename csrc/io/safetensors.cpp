@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/errors.h"
+#include "core/host_memory.h"
 #include "io/json.h"
 
 namespace mb::io {
@@ -80,7 +81,10 @@ void SafetensorsFile::fail_tensor(const std::string& name, const std::string& ms
 }
 
 SafetensorsFile::~SafetensorsFile() {
-  if (map_) ::munmap(const_cast<uint8_t*>(map_), map_size_);
+  if (map_) {
+    unregister_host_region(const_cast<uint8_t*>(map_));
+    ::munmap(const_cast<uint8_t*>(map_), map_size_);
+  }
 }
 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
@@ -115,6 +119,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   if (p == MAP_FAILED) f->fail(cat("cannot map ", size, " bytes: ", std::strerror(errno)));
   f->map_ = static_cast<const uint8_t*>(p);
   f->map_size_ = size_t(size);
+  // Recorded with its whole last page (mapped, zero past the end of file): Metal wraps it without a copy.
+  register_host_region(p, (size_t(size) + host_page_size() - 1) / host_page_size() * host_page_size());
   f->data_start_ = size_t(8 + n);
   f->parse_header(std::string_view(reinterpret_cast<const char*>(f->map_) + 8, size_t(n)));
   return f;

@@ -66,8 +66,7 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
   }
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    const Tensor scratch = metal::attention(L, q, k, v, q_pos, k_pos, q_block, k_block, out, p);
-    L.synchronize();  // the dispatches use `scratch` until here
+    metal::attention(L, q, k, v, q_pos, k_pos, q_block, k_block, out, p);
     return;
   }
   c.device(ex);

@@ -42,7 +42,6 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out, c
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::conv2d(L, x, w, bias, out, p);
-    L.synchronize();  // until a forward owns one command buffer (issue 5), each op call waits
     return;
   }
   c.device(ex);
@@ -66,7 +65,6 @@ void depthwise_conv1d_causal(const Tensor& x, const Tensor& w, Tensor& out, cons
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::depthwise_conv1d_causal(L, x, w, out);
-    L.synchronize();
     return;
   }
   c.device(ex);

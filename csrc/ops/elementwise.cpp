@@ -41,7 +41,6 @@ void unary(const Tensor& x, Tensor& out, const UnaryParams& p, const Exec& ex) {
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::unary(L, x, out, p);
-    L.synchronize();  // until a forward owns one command buffer (issue 5), each op call waits
     return;
   }
   c.device(ex);
@@ -67,7 +66,6 @@ void binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryKind kind, cons
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::binary(L, a, b, out, kind);
-    L.synchronize();
     return;
   }
   c.device(ex);

@@ -38,7 +38,6 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out, float scale,
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::embedding(L, table, ids, out, scale);
-    L.synchronize();
     return;
   }
   c.device(ex);

@@ -31,7 +31,6 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, c
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::linear(L, x, w, bias, out);
-    L.synchronize();  // until a forward owns one command buffer (issue 5), each op call waits
     return;
   }
   c.device(ex);

@@ -50,7 +50,6 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, con
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::rms_norm(L, x, weight, eps, out);
-    L.synchronize();  // until a forward owns one command buffer (issue 5), each op call waits
     return;
   }
   c.device(ex);
@@ -73,7 +72,6 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::layer_norm(L, x, weight, bias, eps, out);
-    L.synchronize();
     return;
   }
   c.device(ex);

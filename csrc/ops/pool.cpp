@@ -31,7 +31,6 @@ void avg_pool_indexed(const Tensor& x, const Tensor& index, int64_t num_out, flo
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::avg_pool_indexed(L, x, index, divisor, out);
-    L.synchronize();  // (the dispatch already waited: it owns scratch buffers)
     return;
   }
   c.device(ex);

@@ -80,7 +80,6 @@ void rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, Tens
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::rope(L, x, positions, inv_freq, out);
-    L.synchronize();  // until a forward owns one command buffer (issue 5), each op call waits
     return;
   }
   c.device(ex);
@@ -107,7 +106,6 @@ void rope_2d(const Tensor& x, const Tensor& positions, double theta, Tensor& out
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::rope_2d(L, x, positions, inv, out);
-    L.synchronize();  // the kernel reads `inv` (host memory) until here
     return;
   }
   ex.reference ? cpu::rope_2d_ref(x, positions, inv.data(), out) : cpu::rope_2d_fast(x, positions, inv.data(), out);

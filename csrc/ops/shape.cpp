@@ -21,7 +21,6 @@ void copy(const Tensor& src, Tensor& out, const Exec& ex) {
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::copy(L, src, out);
-    L.synchronize();
     return;
   }
   c.device(ex);
@@ -58,7 +57,6 @@ void concat(const std::vector<Tensor>& tensors, int64_t dim, Tensor& out, const 
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::concat(L, tensors, d, out);
-    L.synchronize();
     return;
   }
   c.device(ex);

@@ -18,7 +18,6 @@ void softmax(const Tensor& x, Tensor& out, const Exec& ex) {
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::softmax(L, x, out);
-    L.synchronize();  // until a forward owns one command buffer (issue 5), each op call waits
     return;
   }
   c.device(ex);

@@ -24,7 +24,6 @@ void topk(const Tensor& x, int64_t k, Tensor& values, Tensor& indices, const Exe
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::topk(L, x, k, values, indices);
-    L.synchronize();
     return;
   }
   c.device(ex);

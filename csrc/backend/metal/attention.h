@@ -7,12 +7,11 @@
 
 namespace mb::metal {
 
-// Encodes the attention dispatches (decode + merge, or prefill). Returns the scratch tensor the
-// dispatches use (undefined when none): the caller keeps it alive until L.synchronize() returns.
+// Encodes the attention dispatches (decode + merge, or prefill); the bindings keep its scratch alive.
 // Scratch (decode with the key axis split in C > 1 chunks): f32 [T, Hq, C, d + 3], one
 // (seen, max, sum, acc[d]) partial per (query, head, chunk); C <= 64 chunks of >= 128 keys.
 // DeviceError for head dims above 512 or sizes beyond the kernels' 32-bit indexing.
-Tensor attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
+void attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
                  const Tensor& k_pos, const Tensor* q_block, const Tensor* k_block, Tensor& out,
                  const ops::AttentionParams& p);
 

@@ -61,7 +61,7 @@ StridedSpan span_of(const Tensor& t, const char* name) {
   if (elems > i32_max || std::abs(t.stride(0)) > i32_max || std::abs(t.stride(1)) > i32_max)
     throw DeviceError(cat("attention: ", name, " ", t.describe(), " spans ", elems,
                           " elements, beyond the Metal kernels' 32-bit offsets"));
-  sp.binding = {static_cast<float*>(t.data()) + lo, size_t(elems) * sizeof(float), false};
+  sp.binding = {static_cast<float*>(t.data()) + lo, size_t(elems) * sizeof(float), false, t.owner()};
   sp.offset = uint32_t(-lo);
   sp.stride_s = int32_t(t.stride(0));
   sp.stride_h = int32_t(t.stride(1));
@@ -73,11 +73,11 @@ BufferBinding optional_input(const Tensor* t) { return t ? BufferBinding::input(
 
 }  // namespace
 
-Tensor attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
+void attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
                  const Tensor& k_pos, const Tensor* q_block, const Tensor* k_block, Tensor& out,
                  const ops::AttentionParams& p) {
   const int64_t T = q.size(0), Hq = q.size(1), d = q.size(2), S = k.size(0), Hkv = k.size(1);
-  if (T == 0) return {};
+  if (T == 0) return;
   if (d > kMaxHeadDim)
     throw DeviceError(cat("attention: the Metal kernels take head dims up to ", kMaxHeadDim, ", q ", q.describe(), " has ", d));
   checked_u32(T * Hq * d, "T·Hq·d");
@@ -121,7 +121,7 @@ Tensor attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tens
     pre.grid = {checked_u32((T * a.group + var.prefill_rows - 1) / var.prefill_rows, "row blocks"), a.Hkv, 1};
     pre.group = {kThreadsPerGroup, 1, 1};
     L.dispatch(pre);
-    return {};
+    return;
   }
 
   // Decode: (chunk, head, query) threadgroups; with several chunks their partials are merged.
@@ -154,7 +154,6 @@ Tensor attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tens
     merge.group = {kThreadsPerGroup, 1, 1};
     L.dispatch(merge);
   }
-  return scratch;
 }
 
 }  // namespace mb::metal

@@ -1,11 +1,18 @@
 // The interface every Metal-backend dispatch is written against (csrc/backend/metal/*_dispatch.cpp).
 // Two implementations: metal-sim (launcher_sim.h, runs the .metal kernels compiled as C++ on the CPU)
-// and, on Apple, metal-cpp (not written yet). A dispatch names a kernel, binds buffers and an argument
+// and, on Apple, metal-cpp (launcher_mtl.cpp). A dispatch names a kernel, binds buffers and an argument
 // blob, and gives a grid of threadgroups and the threadgroup size (Metal's dispatchThreadgroups).
+//
+// Command-buffer model (the same for both launchers): dispatch() only encodes into the current command
+// buffer; dispatches run in encoding order, each seeing the writes of the ones before it; synchronize()
+// commits the command buffer and waits. Until then the host must not read memory a dispatch writes nor
+// write memory a dispatch reads. A model forward therefore encodes all its ops and synchronizes once
+// (ops never synchronize themselves); the Python op bindings synchronize after each call.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -16,14 +23,18 @@
 namespace mb::metal {
 
 // One buffer argument [[buffer(i)]]: host memory the kernel reads (writable = false) or writes.
+// `owner` keeps that memory alive until the command buffer holding the dispatch has completed, so an op
+// may bind scratch tensors it drops before the forward synchronizes. Memory recorded in
+// core/host_memory.h (heap tensors, arenas, mapped checkpoints) is used in place by the Metal launcher.
 struct BufferBinding {
   void* data = nullptr;
   size_t bytes = 0;
   bool writable = false;
+  std::shared_ptr<void> owner;
 
   // A contiguous tensor the kernel only reads / may write (its elements, nothing around them).
-  static BufferBinding input(const Tensor& t) { return {t.data(), t.nbytes(), false}; }
-  static BufferBinding output(Tensor& t) { return {t.data(), t.nbytes(), true}; }
+  static BufferBinding input(const Tensor& t) { return {t.data(), t.nbytes(), false, t.owner()}; }
+  static BufferBinding output(Tensor& t) { return {t.data(), t.nbytes(), true, t.owner()}; }
 };
 
 struct Size3 {
@@ -54,14 +65,23 @@ class KernelLauncher {
   virtual bool has_kernel(const std::string& kernel) const = 0;
   // Largest threadgroup the kernel can be dispatched with (Metal: the pipeline's limit).
   virtual uint32_t max_threads_per_group(const std::string& kernel) const = 0;
-  // Encodes one dispatch; the bound memory must stay valid until synchronize() returns.
-  // Errors (unknown kernel, bad binding, a fault detected by the sim) are mb::DeviceError.
+  // Encodes one dispatch into the current command buffer. Errors found at encoding (unknown kernel, bad
+  // binding, threadgroup too large) are mb::DeviceError thrown here.
   virtual void dispatch(const Dispatch& d) = 0;
-  // Waits until every dispatch encoded so far has finished.
+  // Commits the current command buffer (if it holds any dispatch) and waits until it has finished.
+  // Faults found while running it (the sim's checks, Metal's command-buffer errors) are mb::DeviceError
+  // thrown here, naming the kernel; the rest of that command buffer is dropped.
   virtual void synchronize() = 0;
+  // Dispatches encoded but not yet committed.
+  virtual size_t pending() const = 0;
+  // Command buffers committed since the process started (tests count them per forward).
+  virtual uint64_t command_buffers_committed() const = 0;
 };
 
 // The launcher behind a device; DeviceError if that backend is not part of this build.
 KernelLauncher& launcher_for(Device d);
+
+// Synchronizes the launcher of `d` when it is a Metal device (no-op for the CPU).
+void synchronize_device(Device d);
 
 }  // namespace mb::metal

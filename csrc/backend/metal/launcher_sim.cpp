@@ -29,15 +29,6 @@ SimLauncher& sim_launcher() {
   return launcher;
 }
 
-KernelLauncher& launcher_for(Device d) {
-  if (d == Device::MetalSim) {
-    if (!metal_sim_built()) throw DeviceError("metal-sim is not built into this markbase (it needs clang 22 or newer at build time)");
-    return sim_launcher();
-  }
-  if (d == Device::Metal) throw DeviceError("device 'metal' is not available: this build has no Metal launcher");
-  throw DeviceError(cat("device ", device_name(d), " has no Metal kernel launcher"));
-}
-
 bool SimLauncher::has_kernel(const std::string& kernel) const { return sim::find_kernel(kernel) != nullptr; }
 
 uint32_t SimLauncher::max_threads_per_group(const std::string&) const { return uint32_t(rt::kMaxThreadsPerGroup); }
@@ -96,8 +87,31 @@ void SimLauncher::dispatch(const Dispatch& d) {
     throw DeviceError(cat("metal-sim: kernel '", k->name, "': threadgroup of ", d.group.x, "x", d.group.y, "x", d.group.z,
                           " threads (Metal allows 1 to ", rt::kMaxThreadsPerGroup, ")"));
   check_bindings(*k, d);
+  if (d.grid.count() == 0) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  queue_.push_back(d);  // runs at synchronize(), in encoding order, like a Metal command buffer
+}
+
+size_t SimLauncher::pending() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return queue_.size();
+}
+
+void SimLauncher::synchronize() {
+  std::vector<Dispatch> batch;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (queue_.empty()) return;
+    batch.swap(queue_);
+    ++committed_;
+  }
+  // A fault stops the command buffer: the dispatches after it never run (their owners are released).
+  for (const Dispatch& d : batch) run(d);
+}
+
+void SimLauncher::run(const Dispatch& d) {
+  const rt::KernelInfo* k = sim::find_kernel(d.kernel);
   const uint64_t num_groups = d.grid.count();
-  if (num_groups == 0) return;
 
   // Buffer views; a read-only binding of a parameter the kernel may write gets a private copy.
   std::vector<rt::BufferView> views(d.buffers.size());

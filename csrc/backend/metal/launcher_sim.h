@@ -1,6 +1,7 @@
 // metal-sim launcher: runs .metal kernels compiled as C++ (metal/sim/) on the CPU with MSL semantics.
 // Threadgroups run in parallel on the thread pool; the threads of one group run as fibers on one OS
-// thread (sim_group.h). Dispatches execute synchronously. On top of running the kernel it checks:
+// thread (sim_group.h). Dispatches are queued and run at synchronize(), in order (one command buffer).
+// Binding checks happen when a dispatch is encoded; on top of running the kernel it checks:
 //   - the bindings match the kernel's parameters (count, argument-blob size);
 //   - a writable buffer does not partially overlap another binding (identical ranges = in place);
 //   - every device-pointer access is inside its buffer and aligned (device_ptr in metal/sim/);
@@ -8,6 +9,10 @@
 //     gets a private copy, compared after the dispatch; the caller's memory is never modified.
 // Every violation is an mb::DeviceError naming the kernel, the buffer index and the byte offset.
 #pragma once
+#include <atomic>
+#include <mutex>
+#include <vector>
+
 #include "backend/metal/launcher.h"
 
 namespace mb::metal {
@@ -18,7 +23,16 @@ class SimLauncher final : public KernelLauncher {
   bool has_kernel(const std::string& kernel) const override;
   uint32_t max_threads_per_group(const std::string& kernel) const override;
   void dispatch(const Dispatch& d) override;
-  void synchronize() override {}
+  void synchronize() override;
+  size_t pending() const override;
+  uint64_t command_buffers_committed() const override { return committed_.load(); }
+
+ private:
+  void run(const Dispatch& d);  // executes one dispatch now, with every runtime check
+
+  mutable std::mutex mu_;
+  std::vector<Dispatch> queue_;  // the open command buffer
+  std::atomic<uint64_t> committed_{0};
 };
 
 // The process-wide sim launcher.

@@ -6,8 +6,7 @@
 
 namespace mb::metal {
 
-// Two dispatches (member lists, then sums) with scratch buffers it owns: it synchronizes the launcher
-// before returning, so the scratch outlives the kernels that use it.
+// Two dispatches (member lists, then sums) through scratch buffers the bindings keep alive.
 void avg_pool_indexed(KernelLauncher& L, const Tensor& x, const Tensor& index, float divisor, Tensor& out);
 
 }  // namespace mb::metal

@@ -49,8 +49,7 @@ void avg_pool_indexed(KernelLauncher& L, const Tensor& x, const Tensor& index, f
   sum.set_args(AvgPoolSumArgs{uint32_t(D), uint32_t(M), divisor});
   sum.grid = {uint32_t(M), uint32_t((D + threads - 1) / threads), 1};
   sum.group = {threads, 1, 1};
-  L.dispatch(sum);
-  L.synchronize();  // the scratch tensors die with this frame
+  L.dispatch(sum);  // the bindings keep the scratch tensors alive until the command buffer completes
 }
 
 }  // namespace mb::metal

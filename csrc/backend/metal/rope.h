@@ -12,7 +12,6 @@ namespace mb::metal {
 void rope(KernelLauncher& L, const Tensor& x, const Tensor& positions, const Tensor& inv_freq, Tensor& out);
 
 // x: [N, H, d]; positions: [N, 2] i32 / i64; inv_freq: the d/4 host frequencies (ops::rope_inv_freq).
-// inv_freq is bound as host memory: it must stay alive until L.synchronize() returns.
 void rope_2d(KernelLauncher& L, const Tensor& x, const Tensor& positions, const std::vector<float>& inv_freq,
              Tensor& out);
 

@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "backend/metal/rope.h"
+
+#include <cstring>
 #include "core/errors.h"
 #include "kernel_args.h"
 #include "ops/check.h"
@@ -54,7 +56,7 @@ SpanBinding bind_span(const Tensor& t, const char* op, const char* name) {
   const int64_t item = int64_t(dtype_itemsize(t.dtype()));
   checked_i32((hi - lo) / item, op, cat(name, " span (elements)").c_str());
   SpanBinding s;
-  s.binding = {const_cast<char*>(lo), size_t(hi - lo), false};
+  s.binding = {const_cast<char*>(lo), size_t(hi - lo), false, t.owner()};
   s.offset = checked_i32((static_cast<const char*>(t.data()) - lo) / item, op, name);
   return s;
 }
@@ -110,8 +112,10 @@ void rope_2d(KernelLauncher& L, const Tensor& x, const Tensor& positions, const 
   const SpanBinding xs = bind_span(x, "rope_2d", "x"), ps = bind_span(positions, "rope_2d", "positions");
   Dispatch d;
   d.kernel = cat("rope_2d_", position_variant(positions.dtype(), "rope_2d"), "_", dtype_suffix(x.dtype(), "rope_2d"));
-  const BufferBinding inv{const_cast<float*>(inv_freq.data()), inv_freq.size() * sizeof(float), false};
-  d.buffers = {xs.binding, ps.binding, inv, BufferBinding::output(out)};
+  // The frequencies go into a tensor the command buffer keeps alive (the caller's vector may not be).
+  Tensor inv = Tensor::empty(DType::F32, {q});
+  std::memcpy(inv.data(), inv_freq.data(), inv_freq.size() * sizeof(float));
+  d.buffers = {xs.binding, ps.binding, BufferBinding::input(inv), BufferBinding::output(out)};
   RopeArgs a{};
   // A thread per rotated pair of either half: 2q = d/2 per token.
   common_args(L, d, a, x, positions, xs, ps, uint32_t(q), uint32_t(2 * q), "rope_2d");

@@ -31,7 +31,7 @@ Span span_of(const Tensor& t, bool writable, const char* op) {
   ops::byte_span(t, &lo, &hi);
   const int64_t item = int64_t(dtype_itemsize(t.dtype()));
   Span s;
-  s.binding = {const_cast<char*>(lo), size_t(hi - lo), writable};
+  s.binding = {const_cast<char*>(lo), size_t(hi - lo), writable, t.owner()};
   s.base = (static_cast<const char*>(t.data()) - lo) / item;
   if (int64_t(hi - lo) / item > int64_t(std::numeric_limits<int32_t>::max()))
     throw DeviceError(cat(op, ": the view ", t.describe(), " spans more than 2^31 elements, beyond the Metal kernels' "

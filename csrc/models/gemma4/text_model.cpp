@@ -13,6 +13,7 @@
 #include "ops/rope.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"
+#include "ops/sync.h"
 #include "ops/topk.h"
 
 namespace mb::gemma4 {
@@ -146,6 +147,9 @@ Tensor TextModel::forward(DecoderState& st, const std::vector<int32_t>& ids, boo
 }
 
 Tensor TextModel::forward_chunk(DecoderState& st, const int32_t* ids_ptr, int64_t T, bool all_logits) const {
+  // One command buffer for the chunk (plus one per MoE layer, see moe_block): ops only encode.
+  // The host writes ids and positions below before any op of this chunk is encoded.
+  ops::CommandScope scope(ex_);
   Arena& A = *st.arena;
   A.reset();
   const int64_t H = cfg_.hidden, L = cfg_.num_layers, P = cfg_.ple_dim;
@@ -203,6 +207,7 @@ Tensor TextModel::forward_chunk(DecoderState& st, const int32_t* ids_ptr, int64_
   Tensor logits = Tensor::empty(DType::F32, {R, cfg_.vocab});
   ops::linear(normed, embed_tokens, nullptr, logits, ex_);  // tied LM head
   if (cfg_.final_softcap > 0.f) ops::unary(logits, logits, {ops::UnaryKind::Softcap, cfg_.final_softcap}, ex_);
+  scope.finish();
   return logits;
 }
 
@@ -295,6 +300,7 @@ void TextModel::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor& 
   Tensor top_w = A.tensor(DType::F32, {T, K});
   Tensor top_i = A.tensor(DType::I32, {T, K});
   ops::topk(scores, K, top_w, top_i, ex_);
+  ops::synchronize(ex_);  // the host reads the routing below (temporary: becomes ops next)
   // Renormalise the top-k to sum 1, then fold in the learned per-expert scale.
   float* tw = top_w.data_as<float>();
   const int32_t* ti = top_i.data_as<const int32_t>();
@@ -328,6 +334,7 @@ void TextModel::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor& 
           wts.push_back(tw[t * K + j]);
         }
     if (tok.empty()) continue;
+    ops::synchronize(ex_);  // temporary: the host loop below reads `out` and rewrites tok_ids
     const int64_t n = int64_t(tok.size());
     Tensor in = rows_in.slice(0, 0, n), g2 = gu.slice(0, 0, n), a = act.slice(0, 0, n), out = rows_out.slice(0, 0, n);
     Tensor up = up_rows.slice(0, 0, n), idx = tok_ids.slice(0, 0, n);
@@ -341,6 +348,7 @@ void TextModel::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor& 
     ops::binary(a, up, a, ops::BinaryKind::Mul, ex_);
     ops::linear(a, lw.experts_down.select(0, e), nullptr, out, ex_);
     // Weighted scatter-add into the routed tokens (a host loop over shared memory; see the issue notes).
+    ops::synchronize(ex_);
     float* accp = acc.data_as<float>();
     const float* op = out.data_as<const float>();
     for (int64_t i = 0; i < n; ++i) {

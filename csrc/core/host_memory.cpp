@@ -1,0 +1,80 @@
+#include "core/host_memory.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iterator>
+#include <map>
+#include <mutex>
+
+#include "core/errors.h"
+
+namespace mb {
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<uintptr_t, HostRegion> by_base;  // ordered by base address: lookup is upper_bound - 1
+  uint64_t next_id = 1;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed: allocations may be freed during static teardown
+  return *r;
+}
+
+}  // namespace
+
+size_t host_page_size() {
+  static const size_t page = [] {
+    long p = ::sysconf(_SC_PAGESIZE);
+    return p > 0 ? size_t(p) : size_t(4096);
+  }();
+  return page;
+}
+
+std::shared_ptr<void> host_alloc(size_t bytes, const char* what) {
+  const size_t page = host_page_size();
+  const size_t rounded = std::max<size_t>((bytes + page - 1) / page * page, page);
+  void* p = std::aligned_alloc(page, rounded);
+  if (!p) throw MarkbaseError(cat("out of memory allocating ", bytes, " bytes for ", what));
+  register_host_region(p, rounded);
+  return std::shared_ptr<void>(p, [](void* q) {
+    unregister_host_region(q);
+    std::free(q);
+  });
+}
+
+void register_host_region(void* base, size_t bytes) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lk(r.mu);
+  r.by_base[uintptr_t(base)] = HostRegion{base, bytes, r.next_id++};
+}
+
+void unregister_host_region(void* base) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lk(r.mu);
+  r.by_base.erase(uintptr_t(base));
+}
+
+bool find_host_region(const void* p, size_t bytes, HostRegion* out) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lk(r.mu);
+  const uintptr_t a = uintptr_t(p);
+  auto it = r.by_base.upper_bound(a);
+  if (it == r.by_base.begin()) return false;
+  --it;
+  const HostRegion& reg = it->second;
+  if (a + bytes > uintptr_t(reg.base) + reg.bytes) return false;
+  if (out) *out = reg;
+  return true;
+}
+
+size_t host_region_count() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lk(r.mu);
+  return r.by_base.size();
+}
+
+}  // namespace mb
