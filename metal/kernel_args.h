@@ -91,6 +91,22 @@ struct TopkArgs {
   mb_u32 k;
 };
 
+// ---- moe.metal ----
+// route_weights: w / ids / out [T, K], scale [E].
+struct RouteWeightsArgs {
+  mb_u32 T;
+  mb_u32 K;
+  mb_u32 E;
+};
+
+// index_add: out [R, D] += weight[i] * src[i] at row index[i], i < n; has_weight = 0: weight is 1
+// (the dispatch then binds src again in the weight slot, never read).
+struct IndexAddArgs {
+  mb_u32 n;
+  mb_u32 D;
+  mb_u32 has_weight;
+};
+
 // ---- conv.metal ----
 // Conv2dArgs::bias_kind: the bias buffer's storage (kConvBiasNone: no bias; a placeholder buffer is bound).
 enum ConvBiasKind : mb_u32 { kConvBiasNone = 0, kConvBiasF32 = 1, kConvBiasF16 = 2, kConvBiasBF16 = 3 };

@@ -50,7 +50,7 @@ void bind_sim(py::module_& m) {
           if (!(a.flags() & py::array::c_style)) throw InputError(cat("run_test_kernel: buffer ", i, " must be C-contiguous"));
           bool ro = std::find(read_only.begin(), read_only.end(), int(i)) != read_only.end();
           if (!ro && !a.writeable()) throw InputError(cat("run_test_kernel: buffer ", i, " is not writeable (list it in read_only)"));
-          d.buffers.push_back({const_cast<void*>(a.data()), size_t(a.nbytes()), !ro});
+          d.buffers.push_back({const_cast<void*>(a.data()), size_t(a.nbytes()), !ro, nullptr});
           keep.push_back(a);
         }
         std::string blob = args;

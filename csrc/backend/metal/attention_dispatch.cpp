@@ -139,7 +139,7 @@ void attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tensor
     checked_u32(scratch.numel(), "decode partials");
     dec.buffers.push_back(BufferBinding::output(scratch));
   } else {
-    dec.buffers.push_back(BufferBinding{nullptr, 0, true});  // the kernel writes out directly
+    dec.buffers.push_back(BufferBinding{nullptr, 0, true, nullptr});  // the kernel writes out directly
   }
   dec.set_args(a);
   dec.grid = {a.n_chunks, a.Hq, a.T};

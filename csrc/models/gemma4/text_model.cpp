@@ -9,6 +9,7 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
+#include "ops/moe.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
 #include "ops/shape.h"
@@ -300,45 +301,46 @@ void TextModel::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor& 
   Tensor top_w = A.tensor(DType::F32, {T, K});
   Tensor top_i = A.tensor(DType::I32, {T, K});
   ops::topk(scores, K, top_w, top_i, ex_);
-  ops::synchronize(ex_);  // the host reads the routing below (temporary: becomes ops next)
   // Renormalise the top-k to sum 1, then fold in the learned per-expert scale.
-  float* tw = top_w.data_as<float>();
-  const int32_t* ti = top_i.data_as<const int32_t>();
-  const float* pes = lw.per_expert_scale.data_as<const float>();
-  for (int64_t t = 0; t < T; ++t) {
-    float sum = 0.f;
-    for (int64_t j = 0; j < K; ++j) sum += tw[t * K + j];
-    for (int64_t j = 0; j < K; ++j) tw[t * K + j] = tw[t * K + j] / sum * pes[ti[t * K + j]];
-  }
+  ops::route_weights(top_w, top_i, lw.per_expert_scale, top_w, ex_);
 
   Tensor e_in = A.tensor(DType::F32, {T, H});
   ops::rms_norm(r, lw.pre_ff_ln2, cfg_.eps, e_in, ex_);
   Tensor acc = A.tensor(DType::F32, {T, H});
-  std::memset(acc.data(), 0, acc.nbytes());
-  // Experts in increasing index, each over the tokens routed to it (as transformers accumulates).
+  Tensor tok_ids = A.tensor(DType::I32, {T * K});   // the routed tokens, grouped by expert
+  Tensor tok_w = A.tensor(DType::F32, {T * K});     // their routing weights, same order
   Tensor rows_in = A.tensor(DType::F32, {T, H});
   Tensor gu = A.tensor(DType::F32, {T, 2 * I});
   Tensor act = A.tensor(DType::F32, {T, I});
   Tensor up_rows = A.tensor(DType::F32, {T, I});
-  Tensor tok_ids = A.tensor(DType::I32, {T});
   Tensor rows_out = A.tensor(DType::F32, {T, H});
-  std::vector<int64_t> tok;
-  std::vector<float> wts;
+
+  // Which tokens each expert gets decides the sizes of the expert dispatches, so the host reads the
+  // routing here: the one extra command buffer per MoE layer. Every host write below (acc, tok_ids,
+  // tok_w) happens before any op reading them is encoded.
+  ops::synchronize(ex_);
+  const int32_t* ti = top_i.data_as<const int32_t>();
+  const float* tw = top_w.data_as<const float>();
+  std::memset(acc.data(), 0, acc.nbytes());
+  std::vector<int64_t> expert_start(size_t(E) + 1, 0);  // tokens of expert e: [start[e], start[e + 1])
+  for (int64_t i = 0; i < T * K; ++i) ++expert_start[size_t(ti[i]) + 1];
+  for (int64_t e = 0; e < E; ++e) expert_start[size_t(e) + 1] += expert_start[size_t(e)];
+  {
+    std::vector<int64_t> fill(expert_start.begin(), expert_start.end() - 1);
+    for (int64_t t = 0; t < T; ++t)  // tokens in increasing order within each expert
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t slot = fill[size_t(ti[t * K + j])]++;
+        tok_ids.data_as<int32_t>()[slot] = int32_t(t);
+        tok_w.data_as<float>()[slot] = tw[t * K + j];
+      }
+  }
+
+  // Experts in increasing index, each over the tokens routed to it (as transformers accumulates).
   for (int64_t e = 0; e < E; ++e) {
-    tok.clear();
-    wts.clear();
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t j = 0; j < K; ++j)
-        if (ti[t * K + j] == e) {
-          tok.push_back(t);
-          wts.push_back(tw[t * K + j]);
-        }
-    if (tok.empty()) continue;
-    ops::synchronize(ex_);  // temporary: the host loop below reads `out` and rewrites tok_ids
-    const int64_t n = int64_t(tok.size());
+    const int64_t s0 = expert_start[size_t(e)], n = expert_start[size_t(e) + 1] - s0;
+    if (n == 0) continue;
     Tensor in = rows_in.slice(0, 0, n), g2 = gu.slice(0, 0, n), a = act.slice(0, 0, n), out = rows_out.slice(0, 0, n);
-    Tensor up = up_rows.slice(0, 0, n), idx = tok_ids.slice(0, 0, n);
-    for (int64_t i = 0; i < n; ++i) idx.data_as<int32_t>()[i] = int32_t(tok[size_t(i)]);
+    Tensor up = up_rows.slice(0, 0, n), idx = tok_ids.slice(0, s0, s0 + n), wts = tok_w.slice(0, s0, s0 + n);
     ops::embedding(e_in, idx, in, 1.0f, ex_);  // gather the routed tokens' rows: [n, H]
     ops::linear(in, lw.experts_gate_up.select(0, e), nullptr, g2, ex_);
     // [gate | up] = g2 split along the last dim; a = gelu_tanh(gate) · up
@@ -347,15 +349,7 @@ void TextModel::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor& 
     ops::unary(a, a, {ops::UnaryKind::GeluTanh}, ex_);
     ops::binary(a, up, a, ops::BinaryKind::Mul, ex_);
     ops::linear(a, lw.experts_down.select(0, e), nullptr, out, ex_);
-    // Weighted scatter-add into the routed tokens (a host loop over shared memory; see the issue notes).
-    ops::synchronize(ex_);
-    float* accp = acc.data_as<float>();
-    const float* op = out.data_as<const float>();
-    for (int64_t i = 0; i < n; ++i) {
-      float wv = wts[size_t(i)];
-      float* dst = accp + tok[size_t(i)] * H;
-      for (int64_t c = 0; c < H; ++c) dst[c] += op[i * H + c] * wv;
-    }
+    ops::index_add(acc, idx, out, &wts, ex_);  // acc[tok] += w · out, in token order
   }
   ops::rms_norm(acc, lw.post_ff_ln2, cfg_.eps, acc, ex_);
   ops::binary(m, acc, m, ops::BinaryKind::Add, ex_);

@@ -1,0 +1,49 @@
+// markbase._core.ops: route_weights, index_add (MoE routing, ops/moe.h).
+#include "bindings/registry.h"
+#include "bindings/tensor_py.h"
+#include "ops/moe.h"
+#include "ops/sync.h"
+
+namespace mb::py_bind {
+namespace {
+
+void bind(py::module_& m) {
+  m.def("route_weights", [](const py::object& wo, const py::object& io, const py::object& so, const py::object& out,
+                            const std::string& device, bool reference) {
+    Tensor w = as_tensor(wo, "route_weights", "w");
+    Tensor ids = as_tensor(io, "route_weights", "ids");
+    Tensor scale = as_tensor(so, "route_weights", "scale");
+    Tensor y = out_or_empty(out, "route_weights", DType::F32, w.shape());
+    Exec ex = make_exec(device, reference);
+    ops::CommandScope sync(ex);  // Python gets finished results
+    py::gil_scoped_release nogil;
+    ops::route_weights(w, ids, scale, y, ex);
+    sync.finish();
+    return y;
+  }, py::arg("w"), py::arg("ids"), py::arg("scale"), py::kw_only(), py::arg("out") = py::none(),
+     py::arg("device") = "cpu", py::arg("reference") = false,
+     "out[t, j] = w[t, j] / sum_j w[t, j] * scale[ids[t, j]] (MoE top-k weights renormalised, per-expert "
+     "scale). w: [T, K] f32; ids: [T, K] i32; scale: [E] f32; out may be w.");
+
+  m.def("index_add", [](const py::object& out, const py::object& io, const py::object& so, const py::object& wo,
+                        const std::string& device, bool reference) {
+    Tensor y = as_tensor(out, "index_add", "out");
+    Tensor index = as_tensor(io, "index_add", "index");
+    Tensor src = as_tensor(so, "index_add", "src");
+    std::optional<Tensor> weight = as_optional_tensor(wo, "index_add", "weight");
+    Exec ex = make_exec(device, reference);
+    ops::CommandScope sync(ex);  // Python gets finished results
+    py::gil_scoped_release nogil;
+    ops::index_add(y, index, src, weight ? &*weight : nullptr, ex);
+    sync.finish();
+    return y;
+  }, py::arg("out"), py::arg("index"), py::arg("src"), py::arg("weight") = py::none(), py::kw_only(),
+     py::arg("device") = "cpu", py::arg("reference") = false,
+     "In place: out[index[i]] += weight[i] * src[i] for i in order (product rounded to f32 first). "
+     "out: [R, D] f32; index: [n] i32; src: [n, D] f32; weight: [n] f32 or None. Returns out.");
+}
+
+Registrar reg("ops", bind);
+
+}  // namespace
+}  // namespace mb::py_bind

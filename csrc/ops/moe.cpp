@@ -1,0 +1,87 @@
+#include "ops/moe.h"
+
+#include <limits>
+
+#include "backend/cpu/moe.h"
+#include "backend/metal/moe.h"
+#include "ops/check.h"
+
+namespace mb::ops {
+
+namespace {
+
+void check_indices(const Check& c, const Tensor& ids, const char* name, int64_t bound, const char* what) {
+  const int32_t* p = ids.data_as<const int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    if (p[i] < 0 || int64_t(p[i]) >= bound)
+      c.fail(cat(name, "[", i, "] = ", p[i], " is out of range [0, ", bound, ") of ", what));
+}
+
+}  // namespace
+
+void route_weights(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out, const Exec& ex) {
+  Check c{"route_weights"};
+  c.rank(w, "w", 2);
+  c.dtype(w, "w", {DType::F32});
+  c.contiguous(w, "w");
+  c.rank(ids, "ids", 2);
+  c.dtype(ids, "ids", {DType::I32});
+  c.contiguous(ids, "ids");
+  c.same_shape(ids, "ids", w, "w");
+  c.rank(scale, "scale", 1);
+  c.dtype(scale, "scale", {DType::F32});
+  c.contiguous(scale, "scale");
+  if (scale.size(0) < 1) c.fail(cat("scale ", scale.describe(), " has no experts"));
+  if (w.numel() > std::numeric_limits<int32_t>::max()) c.fail(cat("w ", w.describe(), " is too large"));
+  c.output(out, "out", w.shape(), DType::F32);
+  if (out.data() != w.data()) c.no_alias(out, "out", w, "w");  // exactly w (in place) is allowed
+  c.no_alias(out, "out", ids, "ids");
+  c.no_alias(out, "out", scale, "scale");
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::route_weights(L, w, ids, scale, out);
+    return;
+  }
+  c.device(ex);
+  check_indices(c, ids, "ids", scale.size(0), "experts");
+  ex.reference ? cpu::route_weights_ref(w, ids, scale, out) : cpu::route_weights_fast(w, ids, scale, out);
+}
+
+void index_add(Tensor& out, const Tensor& index, const Tensor& src, const Tensor* weight, const Exec& ex) {
+  Check c{"index_add"};
+  c.rank(out, "out", 2);
+  c.dtype(out, "out", {DType::F32});
+  c.contiguous(out, "out");
+  if (!out.writable()) c.fail(cat("out ", out.describe(), " is read-only"));
+  c.rank(index, "index", 1);
+  c.dtype(index, "index", {DType::I32});
+  c.contiguous(index, "index");
+  const int64_t R = out.size(0), D = out.size(1), n = index.size(0);
+  c.rank(src, "src", 2);
+  c.dtype(src, "src", {DType::F32});
+  c.contiguous(src, "src");
+  c.size(src, "src", 0, n, "one row per index");
+  c.size(src, "src", 1, D, "out's row length");
+  if (weight) {
+    c.rank(*weight, "weight", 1);
+    c.dtype(*weight, "weight", {DType::F32});
+    c.contiguous(*weight, "weight");
+    c.size(*weight, "weight", 0, n, "one weight per index");
+    c.no_alias(out, "out", *weight, "weight");
+  }
+  if (R > std::numeric_limits<int32_t>::max() || D > std::numeric_limits<int32_t>::max() ||
+      n > std::numeric_limits<int32_t>::max())
+    c.fail(cat("out ", out.describe(), " / src ", src.describe(), " exceed 32-bit sizes"));
+  c.no_alias(out, "out", index, "index");
+  c.no_alias(out, "out", src, "src");
+  check_indices(c, index, "index", R, "out's rows");
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::index_add(L, out, index, src, weight);
+    return;
+  }
+  c.device(ex);
+  ex.reference ? cpu::index_add_ref(out, index, src, weight) : cpu::index_add_fast(out, index, src, weight);
+}
+
+}  // namespace mb::ops
