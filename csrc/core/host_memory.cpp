@@ -1,7 +1,9 @@
 #include "core/host_memory.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iterator>
 #include <map>
@@ -37,12 +39,22 @@ size_t host_page_size() {
 std::shared_ptr<void> host_alloc(size_t bytes, const char* what) {
   const size_t page = host_page_size();
   const size_t rounded = std::max<size_t>((bytes + page - 1) / page * page, page);
+#ifdef __APPLE__
+  // Metal wraps only VM allocations (vm_allocate / mmap) without a copy, not malloc'd memory.
+  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
+  if (p == MAP_FAILED) p = nullptr;
+#else
   void* p = std::aligned_alloc(page, rounded);
+#endif
   if (!p) throw MarkbaseError(cat("out of memory allocating ", bytes, " bytes for ", what));
   register_host_region(p, rounded);
-  return std::shared_ptr<void>(p, [](void* q) {
+  return std::shared_ptr<void>(p, [rounded](void* q) {
     unregister_host_region(q);
+#ifdef __APPLE__
+    ::munmap(q, rounded);
+#else
     std::free(q);
+#endif
   });
 }
 
