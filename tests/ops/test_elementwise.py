@@ -98,6 +98,11 @@ def test_partial_alias_rejected():
         ops.relu(t.slice(0, 0, 4), out=t.slice(0, 2, 6))
 
 
-def test_unknown_device():
-    with pytest.raises(mb.DeviceError, match="metal"):
-        ops.relu(np.ones(3, np.float32), device="metal")
+def test_unavailable_and_unknown_devices():
+    if "metal" not in mb.devices():
+        # The refusal says why: this build has no Metal launcher (it is built only on macOS).
+        with pytest.raises(mb.DeviceError, match="device 'metal' is not available: this markbase was built without "
+                                                 "the Metal launcher"):
+            ops.relu(np.ones(3, np.float32), device="metal")
+    with pytest.raises(mb.DeviceError, match="unknown device 'cuda'"):
+        ops.relu(np.ones(3, np.float32), device="cuda")
