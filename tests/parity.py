@@ -142,3 +142,14 @@ def run_guarded(fn, shape, dtype: str, what: str = ""):
     g.check(what)
     assert result is None or result.data_ptr() == g.tensor.data_ptr(), f"{what}: op did not write into `out`"
     return g.tensor
+
+
+def device_vs_reference(call, shape, dtype: str, device: str, what: str = "", rtol: float | None = None,
+                        atol: float | None = None):
+    """Runs call(out=..., device=device) and call(out=..., reference=True), each into a guarded output,
+    asserts they are close (assert_close: rtol / atol, the dtype's defaults when None) and returns both
+    output tensors (device, reference)."""
+    fast = run_guarded(lambda out: call(out=out, device=device), shape, dtype, f"{what} {device}")
+    ref = run_guarded(lambda out: call(out=out, reference=True), shape, dtype, f"{what} reference")
+    assert_close(fast, ref, dtype, rtol, atol, what=f"{what}: {device} vs reference")
+    return fast, ref

@@ -1,7 +1,6 @@
 // markbase._core.ops: attention.
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
-#include "ops/sync.h"
 #include "backend/cpu/attention.h"
 #include "ops/attention.h"
 
@@ -29,11 +28,9 @@ void bind(py::module_& m) {
           p.block_overrides_window = block_overrides_window;
           // out: [T, Hq, d] like q (a malformed q is reported by the front door).
           Tensor y = out_or_empty(out, op, DType::F32, q.shape());
-          Exec ex = make_exec(device, reference);
-          ops::CommandScope sync(ex);  // Python gets finished results
-          py::gil_scoped_release nogil;
-          ops::attention(q, k, v, q_pos, k_pos, q_block ? &*q_block : nullptr, k_block ? &*k_block : nullptr, y, p, ex);
-          sync.finish();
+          run_ops(device, reference, [&](const Exec& ex) {
+            ops::attention(q, k, v, q_pos, k_pos, q_block ? &*q_block : nullptr, k_block ? &*k_block : nullptr, y, p, ex);
+          });
           return y;
         },
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("q_pos"), py::arg("k_pos"), py::kw_only(),

@@ -7,7 +7,6 @@
 
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
-#include "ops/sync.h"
 #include "core/errors.h"
 #include "ops/conv.h"
 #include "ops/pool.h"
@@ -48,11 +47,7 @@ void bind(py::module_& m) {
     } else {
       y = as_tensor(out, "conv2d", "out");
     }
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::conv2d(x, w, bias, y, p, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::conv2d(x, w, bias, y, p, ex); });
     return y;
   }, py::arg("x"), py::arg("w"), py::arg("bias") = py::none(), py::kw_only(), py::arg("stride") = 1,
      py::arg("padding") = 0, py::arg("out") = py::none(), py::arg("device") = "cpu", py::arg("reference") = false,
@@ -64,11 +59,7 @@ void bind(py::module_& m) {
     Tensor x = as_tensor(xo, "depthwise_conv1d_causal", "x");
     Tensor w = as_tensor(wo, "depthwise_conv1d_causal", "w");
     Tensor y = out_or_empty(out, "depthwise_conv1d_causal", DType::F32, x.shape());
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::depthwise_conv1d_causal(x, w, y, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::depthwise_conv1d_causal(x, w, y, ex); });
     return y;
   }, py::arg("x"), py::arg("w"), py::kw_only(), py::arg("out") = py::none(), py::arg("device") = "cpu",
      py::arg("reference") = false,
@@ -79,11 +70,7 @@ void bind(py::module_& m) {
     Tensor x = as_tensor(xo, "avg_pool_indexed", "x");
     Tensor index = as_tensor(io, "avg_pool_indexed", "index");
     Tensor y = out_or_empty(out, "avg_pool_indexed", DType::F32, {std::max<int64_t>(num_out, 0), x.dim() == 2 ? x.size(1) : 0});
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::avg_pool_indexed(x, index, num_out, divisor, y, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::avg_pool_indexed(x, index, num_out, divisor, y, ex); });
     return y;
   }, py::arg("x"), py::arg("index"), py::kw_only(), py::arg("num_out"), py::arg("divisor"), py::arg("out") = py::none(),
      py::arg("device") = "cpu", py::arg("reference") = false,
@@ -97,11 +84,7 @@ void bind(py::module_& m) {
     else y = as_tensor(out, "copy", "out");
     if (dtype && y.dtype() != dtype_from_name(*dtype))
       throw InputError(cat("copy: out has dtype ", dtype_name(y.dtype()), " but dtype='", *dtype, "' was requested"));
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::copy(src, y, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::copy(src, y, ex); });
     return y;
   }, py::arg("src"), py::kw_only(), py::arg("out") = py::none(), py::arg("dtype") = py::none(),
      py::arg("device") = "cpu", py::arg("reference") = false,
@@ -130,11 +113,7 @@ void bind(py::module_& m) {
     } else {
       y = as_tensor(out, "concat", "out");
     }
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::concat(tensors, dim, y, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::concat(tensors, dim, y, ex); });
     return y;
   }, py::arg("tensors"), py::arg("dim"), py::kw_only(), py::arg("out") = py::none(), py::arg("device") = "cpu",
      py::arg("reference") = false, "The tensors (one dtype, any strides) joined along dim into a contiguous tensor.");

@@ -1,7 +1,6 @@
 // markbase._core.ops: elementwise ops.
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
-#include "ops/sync.h"
 #include "ops/elementwise.h"
 
 namespace mb::py_bind {
@@ -11,11 +10,7 @@ Tensor run_unary(const py::object& xo, ops::UnaryParams p, const py::object& out
   const char* name = ops::unary_name(p.kind);
   Tensor x = as_tensor(xo, name, "x");
   Tensor y = out_or_empty(out, name, x.dtype(), x.shape());
-  Exec ex = make_exec(device, reference);
-  ops::CommandScope sync(ex);  // Python gets finished results
-  py::gil_scoped_release nogil;
-  ops::unary(x, y, p, ex);
-  sync.finish();
+  run_ops(device, reference, [&](const Exec& ex) { ops::unary(x, y, p, ex); });
   return y;
 }
 
@@ -48,11 +43,7 @@ void bind(py::module_& m) {
       Tensor a = as_tensor(ao, name, "a");
       Tensor b = as_tensor(bo, name, "b");
       Tensor y = out_or_empty(out, name, a.dtype(), a.shape());
-      Exec ex = make_exec(device, reference);
-      ops::CommandScope sync(ex);  // Python gets finished results
-      py::gil_scoped_release nogil;
-      ops::binary(a, b, y, kind, ex);
-      sync.finish();
+      run_ops(device, reference, [&](const Exec& ex) { ops::binary(a, b, y, kind, ex); });
       return y;
     }, py::arg("a"), py::arg("b"), py::kw_only(), py::arg("out") = py::none(), py::arg("device") = "cpu",
        py::arg("reference") = false);

@@ -3,7 +3,6 @@
 
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
-#include "ops/sync.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
 #include "ops/topk.h"
@@ -21,11 +20,7 @@ void bind(py::module_& m) {
     Shape shape = x.shape();
     if (!shape.empty()) shape.back() = w.dim() == 2 ? w.size(0) : 0;
     Tensor y = out_or_empty(out, "linear", x.dtype(), shape);
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::linear(x, w, bias ? &*bias : nullptr, y, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::linear(x, w, bias ? &*bias : nullptr, y, ex); });
     return y;
   }, py::arg("x"), py::arg("w"), py::arg("bias") = py::none(), py::kw_only(), py::arg("out") = py::none(),
      py::arg("device") = "cpu", py::arg("reference") = false,
@@ -38,11 +33,7 @@ void bind(py::module_& m) {
     Tensor ids = as_tensor(io, "embedding", "ids");
     Shape shape{ids.dim() >= 1 ? ids.size(0) : 0, table.dim() == 2 ? table.size(1) : 0};
     Tensor y = out_or_empty(out, "embedding", dtype_from_name(out_dtype), shape);
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::embedding(table, ids, y, scale, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::embedding(table, ids, y, scale, ex); });
     return y;
   }, py::arg("table"), py::arg("ids"), py::kw_only(), py::arg("scale") = 1.0f, py::arg("out") = py::none(),
      py::arg("out_dtype") = "f32", py::arg("device") = "cpu", py::arg("reference") = false,
@@ -56,13 +47,7 @@ void bind(py::module_& m) {
     const int64_t kk = std::clamp<int64_t>(k, 0, N);
     Tensor values = Tensor::empty(DType::F32, {R, kk});
     Tensor indices = Tensor::empty(DType::I32, {R, kk});
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    {
-      py::gil_scoped_release nogil;
-      ops::topk(x, k, values, indices, ex);
-      sync.finish();
-    }
+    run_ops(device, reference, [&](const Exec& ex) { ops::topk(x, k, values, indices, ex); });
     return py::make_tuple(values, indices);
   }, py::arg("x"), py::arg("k"), py::kw_only(), py::arg("device") = "cpu", py::arg("reference") = false,
      "(values, indices) of the k largest entries of each row of x [R, N] f32: values [R, k] f32 descending, "

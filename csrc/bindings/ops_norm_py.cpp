@@ -3,7 +3,6 @@
 
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
-#include "ops/sync.h"
 #include "core/errors.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
@@ -30,11 +29,7 @@ void bind(py::module_& m) {
     Tensor x = as_tensor(xo, "rms_norm", "x");
     Tensor w = optional_tensor(wo, "rms_norm", "weight");
     Tensor y = out_or_empty(out, "rms_norm", x.dtype(), x.shape());
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::rms_norm(x, w, eps, y, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::rms_norm(x, w, eps, y, ex); });
     return y;
   }, py::arg("x"), py::arg("weight") = py::none(), py::kw_only(), py::arg("eps") = 1e-6f,
      py::arg("out") = py::none(), py::arg("device") = "cpu", py::arg("reference") = false,
@@ -46,11 +41,7 @@ void bind(py::module_& m) {
     Tensor w = optional_tensor(wo, "layer_norm", "weight");
     Tensor b = optional_tensor(bo, "layer_norm", "bias");
     Tensor y = out_or_empty(out, "layer_norm", x.dtype(), x.shape());
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::layer_norm(x, w, b, eps, y, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::layer_norm(x, w, b, eps, y, ex); });
     return y;
   }, py::arg("x"), py::arg("weight") = py::none(), py::arg("bias") = py::none(), py::kw_only(),
      py::arg("eps") = 1e-5f, py::arg("out") = py::none(), py::arg("device") = "cpu", py::arg("reference") = false,
@@ -59,11 +50,7 @@ void bind(py::module_& m) {
   m.def("softmax", [](const py::object& xo, const py::object& out, const std::string& device, bool reference) {
     Tensor x = as_tensor(xo, "softmax", "x");
     Tensor y = out_or_empty(out, "softmax", x.dtype(), x.shape());
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::softmax(x, y, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::softmax(x, y, ex); });
     return y;
   }, py::arg("x"), py::kw_only(), py::arg("out") = py::none(), py::arg("device") = "cpu",
      py::arg("reference") = false,
@@ -75,11 +62,7 @@ void bind(py::module_& m) {
     Tensor pos = as_tensor(po, "rope", "positions");
     Tensor inv = as_tensor(fo, "rope", "inv_freq");
     Tensor y = out_or_empty(out, "rope", x.dtype(), x.shape());
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::rope(x, pos, inv, y, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::rope(x, pos, inv, y, ex); });
     return y;
   }, py::arg("x"), py::arg("positions"), py::arg("inv_freq"), py::kw_only(), py::arg("out") = py::none(),
      py::arg("device") = "cpu", py::arg("reference") = false,
@@ -90,11 +73,7 @@ void bind(py::module_& m) {
     Tensor x = as_tensor(xo, "rope_2d", "x");
     Tensor pos = as_tensor(po, "rope_2d", "positions");
     Tensor y = out_or_empty(out, "rope_2d", x.dtype(), x.shape());
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::rope_2d(x, pos, theta, y, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::rope_2d(x, pos, theta, y, ex); });
     return y;
   }, py::arg("x"), py::arg("positions"), py::arg("theta"), py::kw_only(), py::arg("out") = py::none(),
      py::arg("device") = "cpu", py::arg("reference") = false,

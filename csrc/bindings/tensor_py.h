@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "core/tensor.h"
+#include "ops/sync.h"
 
 namespace mb::py_bind {
 
@@ -28,5 +29,17 @@ std::optional<Tensor> as_optional_tensor(const py::object& obj, const char* op, 
 // The output tensor: `out` when given, else a fresh owning tensor of that dtype and shape.
 Tensor out_or_empty(const py::object& out, const char* op, DType dtype, const Shape& shape);
 Exec make_exec(const std::string& device, bool reference);
+
+// Runs call_ops(ex) — the op calls of one binding — on the device named by `device` / `reference`,
+// without the GIL, and commits and waits for the work they encoded, so Python gets finished results.
+// The GIL is held again when this returns (or throws).
+template <class CallOps>
+void run_ops(const std::string& device, bool reference, CallOps&& call_ops) {
+  const Exec ex = make_exec(device, reference);
+  ops::CommandScope sync(ex);
+  py::gil_scoped_release nogil;
+  call_ops(ex);
+  sync.finish();
+}
 
 }  // namespace mb::py_bind

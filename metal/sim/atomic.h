@@ -26,6 +26,16 @@ template <class T> inline atomic<T>* ptr(volatile atomic<T>* p) { return const_c
 template <class T> inline atomic<T>* ptr(::metal_sim::device_ptr<atomic<T>> p) { return p.checked_range(0, 1); }
 template <class T> inline std::atomic_ref<T> ref(atomic<T>* p) { return std::atomic_ref<T>(p->value); }
 template <class P> using value_of = decltype(ptr(std::declval<P>())->value);
+
+// fetch_max / fetch_min: stores v while replace(current, v) holds (compare-exchange loop); returns the
+// value it found.
+template <class P, class Replace>
+inline auto fetch_replace_while(P obj, value_of<P> v, Replace replace) {
+  auto r = ref(ptr(obj));
+  auto cur = r.load(std::memory_order_relaxed);
+  while (replace(cur, v) && !r.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {}
+  return cur;
+}
 }  // namespace sim_detail
 
 template <class P>
@@ -63,17 +73,11 @@ inline auto atomic_fetch_or_explicit(P obj, sim_detail::value_of<P> v, memory_or
 }
 template <class P>
 inline auto atomic_fetch_max_explicit(P obj, sim_detail::value_of<P> v, memory_order) {
-  auto r = sim_detail::ref(sim_detail::ptr(obj));
-  auto cur = r.load(std::memory_order_relaxed);
-  while (cur < v && !r.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {}
-  return cur;
+  return sim_detail::fetch_replace_while(obj, v, [](auto cur, auto val) { return cur < val; });
 }
 template <class P>
 inline auto atomic_fetch_min_explicit(P obj, sim_detail::value_of<P> v, memory_order) {
-  auto r = sim_detail::ref(sim_detail::ptr(obj));
-  auto cur = r.load(std::memory_order_relaxed);
-  while (v < cur && !r.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {}
-  return cur;
+  return sim_detail::fetch_replace_while(obj, v, [](auto cur, auto val) { return val < cur; });
 }
 
 }  // namespace metal

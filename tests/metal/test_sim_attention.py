@@ -11,94 +11,20 @@ import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import HEAD_DIMS, assert_close, rng, run_guarded
+from parity import rng, run_guarded
+from references.attention import (MASKS, block_case, check, make_cache, mask_np, parity_grid, qkv, query_positions,
+                                  run_both)
 
 from .sim import require_sim
 
 DEVICE = "metal-sim"
-RTOL = 1e-5
-ATOL = 1e-5
-
-
-# ---------------------------------------------------------------------------------------------------
-# inputs (as in tests/ops/test_attention.py)
-
-
-def qkv(r, T, Hq, S, Hkv, d):
-    """q, k like RMS-normalised projections scaled to logits of std ≈ 2; v of unit scale."""
-    sigma = (4.0 / d) ** 0.25
-    q = (r.normal(size=(T, Hq, d)) * sigma).astype(np.float32)
-    k = (r.normal(size=(S, Hkv, d)) * sigma).astype(np.float32)
-    v = r.normal(size=(S, Hkv, d)).astype(np.float32)
-    return q, k, v
-
-
-def make_cache(r, k, v, layout):
-    """Places S keys (positions 0..S-1) into a cache; returns (k_arg, v_arg, k_pos).
-      linear:    keys in position order, contiguous
-      ring:      slots in permuted order plus empty slots (k_pos −1, contents NaN), contiguous
-      headmajor: as ring, stored head-major [Hkv, cap, d + pad] and passed as a transposed view"""
-    S, Hkv, d = k.shape
-    if layout == "linear":
-        return k, v, np.arange(S, dtype=np.int32)
-    cap = S + S // 4 + 2
-    slot_pos = np.full(cap, -1, np.int32)
-    slots = r.permutation(cap)[:S]
-    slot_pos[slots] = np.arange(S, dtype=np.int32)
-    kc = np.full((cap, Hkv, d), np.nan, np.float32)
-    vc = np.full((cap, Hkv, d), np.nan, np.float32)
-    kc[slots], vc[slots] = k, v
-    if layout == "ring":
-        return kc, vc, slot_pos
-    assert layout == "headmajor"
-    pad = 5
-    kh = np.full((Hkv, cap, d + pad), np.nan, np.float32)
-    vh = np.full((Hkv, cap, d + pad), np.nan, np.float32)
-    kh[:, :, :d] = kc.transpose(1, 0, 2)
-    vh[:, :, :d] = vc.transpose(1, 0, 2)
-    k_view = mb.Tensor(kh[:, :, :d]).transpose(0, 1)  # [cap, Hkv, d], strides ((d+pad), cap·(d+pad), 1)
-    v_view = mb.Tensor(vh[:, :, :d]).transpose(0, 1)
-    assert not k_view.is_contiguous()
-    return k_view, v_view, slot_pos
-
-
-def query_positions(T, S):
-    """The last T of the S positions (a prefill chunk or decode step); 0..T-1 when T > S."""
-    return (np.arange(T) + max(S - T, 0)).astype(np.int32)
-
-
-def mask_np(q_pos, k_pos, q_block, k_block, causal, window, block_overrides_window):
-    """allowed[t, s] (the op's contract), for assertions about which rows a case exercises."""
-    qp = np.asarray(q_pos, np.int64)[:, None]
-    kp = np.asarray(k_pos, np.int64)[None, :]
-    valid = kp >= 0
-    causal_ok = (kp <= qp) if causal else np.ones_like(valid)
-    window_ok = (kp > qp - window) if window else np.ones_like(valid)
-    same = (np.asarray(q_block)[:, None] >= 0) & (np.asarray(q_block)[:, None] == np.asarray(k_block)[None, :])
-    if block_overrides_window:
-        return valid & ((causal_ok & window_ok) | same)
-    return valid & (causal_ok | same) & window_ok
-
-
-def run_both(args, shape, **kw):
-    """(metal-sim, CPU reference) outputs, each written into a guarded buffer."""
-    sim = run_guarded(lambda out: ops.attention(*args, out=out, device=DEVICE, **kw), shape, "f32", "attention metal-sim")
-    ref = run_guarded(lambda out: ops.attention(*args, out=out, reference=True, **kw), shape, "f32", "attention reference")
-    return sim.numpy().copy(), ref.numpy().copy()
-
-
-def check(sim, ref, v, what):
-    # assert_close scales atol by max|ref|; the bound is ATOL·max|v| (finite values of v).
-    v = np.asarray(v)
-    vmax = float(np.max(np.abs(np.where(np.isfinite(v), v, 0.0)))) if v.size else 1.0
-    atol = ATOL * vmax / max(float(np.max(np.abs(ref))) if ref.size else 0.0, 1e-30)
-    assert_close(sim, ref, rtol=RTOL, atol=atol, what=f"{what}: metal-sim vs reference")
 
 
 def compare(q, k_arg, v_arg, q_pos, k_pos, v_np, what, **kw):
+    """metal-sim against the CPU reference (references/attention.py: run_both, check)."""
     require_sim()
-    sim, ref = run_both((q, k_arg, v_arg, q_pos, k_pos), q.shape, **kw)
-    check(sim, ref, v_np, what)
+    sim, ref = run_both(DEVICE, (q, k_arg, v_arg, q_pos, k_pos), q.shape, **kw)
+    check(sim, ref, v_np, what, DEVICE)
     return sim, ref
 
 
@@ -106,30 +32,16 @@ def compare(q, k_arg, v_arg, q_pos, k_pos, v_np, what, **kw):
 # parity grid: every head dim, head layout, T (decode 1, 3; prefill 13), S (150 keys: 2 decode chunks),
 # mask kind and cache layout appears (not the full product)
 
-HEADS = [(1, 1), (8, 1), (8, 2), (4, 4)]
 TS = [1, 3, 13]
 SS = [1, 31, 150]
-MASKS = [
-    dict(causal=True),
-    dict(causal=False),
-    dict(causal=True, window=8),
-    dict(causal=False, window=8),
-    dict(causal=True, softcap=1.5),
-    dict(causal=True, window=5, scale=0.37),
-    dict(causal=False, softcap=3.0, scale=2.0),
-]
-LAYOUTS = ["linear", "ring", "headmajor"]
-GRID = [(HEAD_DIMS[i % 5], HEADS[i % 4], TS[i % 3], SS[(i // 3) % 3], MASKS[i % 7], LAYOUTS[(i // 5) % 3])
-        for i in range(18)]
 
 
-@pytest.mark.parametrize("d,heads,T,S,mask,layout", GRID,
-                         ids=[f"d{g[0]}-h{g[1][0]}x{g[1][1]}-T{g[2]}-S{g[3]}-m{i % 7}-{g[5]}" for i, g in enumerate(GRID)])
+@pytest.mark.parametrize("d,heads,T,S,mask,layout", parity_grid(TS, SS))
 def test_attention_parity(d, heads, T, S, mask, layout):
     Hq, Hkv = heads
     r = rng(d * 1000 + T * 10 + S)
     q, k, v = qkv(r, T, Hq, S, Hkv, d)
-    k_arg, v_arg, k_pos = make_cache(r, k, v, layout)
+    k_arg, v_arg, k_pos, _, _ = make_cache(r, k, v, layout)
     compare(q, k_arg, v_arg, query_positions(T, S), k_pos, v, f"d={d} heads={heads} T={T} S={S} {mask} {layout}",
             **mask)
 
@@ -141,7 +53,7 @@ def test_every_mask_on_both_kernels(T, mask):
     d, Hq, Hkv, S = 128, 4, 2, 200
     r = rng(T * 100 + len(mask))
     q, k, v = qkv(r, T, Hq, S, Hkv, d)
-    k_arg, v_arg, k_pos = make_cache(r, k, v, "ring")
+    k_arg, v_arg, k_pos, _, _ = make_cache(r, k, v, "ring")
     compare(q, k_arg, v_arg, query_positions(T, S), k_pos, v, f"T={T} {mask}", **mask)
 
 
@@ -153,7 +65,7 @@ def test_long_decode_split_keys(layout, window):
     T, Hq, Hkv, S, d = 1, 2, 1, 4097, 128
     r = rng(4097 + window)
     q, k, v = qkv(r, T, Hq, S, Hkv, d)
-    k_arg, v_arg, k_pos = make_cache(r, k, v, layout)
+    k_arg, v_arg, k_pos, _, _ = make_cache(r, k, v, layout)
     compare(q, k_arg, v_arg, np.array([S - 1], np.int32), k_pos, v, f"long decode {layout} window={window}",
             window=window)
 
@@ -163,7 +75,7 @@ def test_prefill_long_keys_several_tiles():
     T, Hq, Hkv, S, d = 6, 4, 1, 600, 512
     r = rng(600)
     q, k, v = qkv(r, T, Hq, S, Hkv, d)
-    k_arg, v_arg, k_pos = make_cache(r, k, v, "ring")
+    k_arg, v_arg, k_pos, _, _ = make_cache(r, k, v, "ring")
     compare(q, k_arg, v_arg, query_positions(T, S), k_pos, v, "prefill d=512 S=600", window=40)
 
 
@@ -175,7 +87,7 @@ def test_odd_head_dims(d, heads, T, S):
     Hq, Hkv = heads
     r = rng(d)
     q, k, v = qkv(r, T, Hq, S, Hkv, d)
-    k_arg, v_arg, k_pos = make_cache(r, k, v, "ring")
+    k_arg, v_arg, k_pos, _, _ = make_cache(r, k, v, "ring")
     compare(q, k_arg, v_arg, query_positions(T, S), k_pos, v, f"odd d={d} heads={heads}", window=40)
 
 
@@ -210,14 +122,6 @@ def test_negative_strides_and_huge_window():
 # bidirectional blocks
 
 
-def block_case():
-    """12 tokens, one image block at positions 2..9, window 3 (see tests/ops/test_attention.py)."""
-    pos = np.arange(12, dtype=np.int32)
-    blocks = np.full(12, -1, np.int32)
-    blocks[2:10] = 0
-    return pos, blocks
-
-
 @pytest.mark.parametrize("d,heads,rows", [(72, (4, 4), "all"), (256, (8, 2), "all"), (128, (4, 2), "decode")])
 def test_blocks_both_rules(d, heads, rows):
     """Both block rules; `all` runs the 12 queries (prefill), `decode` the 3 queries 3, 9, 1 (decode kernel)."""
@@ -245,7 +149,7 @@ def test_blocks_non_causal_unlimited_window(T):
     d, Hq, Hkv, S = 64, 8, 1, 31
     r = rng(31)
     q, k, v = qkv(r, T, Hq, S, Hkv, d)
-    k_arg, v_arg, k_pos = make_cache(r, k, v, "ring")
+    k_arg, v_arg, k_pos, _, _ = make_cache(r, k, v, "ring")
     all_pos = np.arange(S, dtype=np.int32)
     all_block = np.where((all_pos >= 5) & (all_pos < 20), 1, np.where(all_pos >= 25, 2, -1)).astype(np.int32)
     q_pos = all_pos[[7, 26]] if T == 2 else all_pos
@@ -274,12 +178,12 @@ def test_rows_without_allowed_keys_are_zero(S, T):
     hidden = k_pos > q_pos.max()
     k[hidden] = np.nan
     v[hidden] = np.nan
-    sim, ref = run_both((q, k, v, q_pos, k_pos), (T, Hq, d))
+    sim, ref = run_both(DEVICE, (q, k, v, q_pos, k_pos), (T, Hq, d))
     np.testing.assert_array_equal(sim[0], 0.0)
-    check(sim, ref, v, f"no allowed key T={T} S={S}")
+    check(sim, ref, v, f"no allowed key T={T} S={S}", DEVICE)
     empty = np.full(S, -1, np.int32)
     kn = np.full_like(k, np.nan)
-    sim, ref = run_both((q, kn, kn, q_pos, empty), (T, Hq, d))
+    sim, ref = run_both(DEVICE, (q, kn, kn, q_pos, empty), (T, Hq, d))
     np.testing.assert_array_equal(sim, 0.0)
     np.testing.assert_array_equal(ref, 0.0)
 

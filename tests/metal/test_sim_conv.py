@@ -1,42 +1,18 @@
 """Convolution parity on metal-sim: the Metal kernels (metal/conv.metal) against the CPU scalar reference,
-with the thresholds of tests/ops/test_conv.py. The grid follows the CPU one: the model's configurations (3×3 stride 2 padding 1 with Cin 1 and
+with the thresholds of tests/ops/test_conv.py (conv2d cases use its check, references/conv.py, which also
+compares the reference with the numpy formula). The grid follows the CPU one: the model's configurations (3×3 stride 2 padding 1 with Cin 1 and
 128), odd sizes, tails of the 8-channel and 512-tap tiles, and every weight / bias dtype."""
-
-import math
 
 import numpy as np
 import pytest
 
 from markbase._core import ops
-from parity import FLOAT_DTYPES, assert_close, rng, run_guarded, tensor
+from parity import FLOAT_DTYPES, device_vs_reference, rng, tensor
+from references.conv import check_conv2d, conv_tolerance
 
 from .sim import require_sim
 
 DEVICE = "metal-sim"
-
-
-def conv_tolerance(k):
-    """As tests/ops/test_conv.py: f32 accumulation of K products, error ~√K relative to the output
-    scale, so atol = 1e-6·√K (far below one missing or doubled tap)."""
-    return dict(rtol=1e-5, atol=1e-6 * math.sqrt(k))
-
-
-def check_conv2d(B, Cin, Cout, H, W, k, stride, pad, wdtype, bdtype, seed):
-    require_sim()
-    r = rng(seed)
-    kh, kw = k
-    x = r.normal(size=(B, Cin, H, W)).astype(np.float32)
-    w = (r.normal(size=(Cout, Cin, kh, kw)) / math.sqrt(Cin * kh * kw)).astype(np.float32)
-    xt, wt = tensor(x, "f32"), tensor(w, wdtype)
-    bt = tensor(r.normal(size=(Cout,)).astype(np.float32), bdtype) if bdtype else None
-    Ho, Wo = (H + 2 * pad[0] - kh) // stride[0] + 1, (W + 2 * pad[1] - kw) // stride[1] + 1
-    shape = (B, Cout, Ho, Wo)
-    what = f"conv2d B{B} Cin{Cin} Cout{Cout} {H}x{W} k{k} s{stride} p{pad} w:{wdtype} bias:{bdtype}"
-    sim = run_guarded(lambda out: ops.conv2d(xt, wt, bt, stride=stride, padding=pad, out=out, device=DEVICE),
-                      shape, "f32", what)
-    ref = run_guarded(lambda out: ops.conv2d(xt, wt, bt, stride=stride, padding=pad, out=out, reference=True),
-                      shape, "f32", what)
-    assert_close(sim, ref, "f32", what=f"{what}: metal-sim vs reference", **conv_tolerance(Cin * kh * kw))
 
 
 # 3×3, stride 2, padding 1 (audio subsampling: 1 → 128 and 128 → 32 channels). (B, Cin, Cout, H, W)
@@ -58,14 +34,16 @@ S2_SHAPES = [
 @pytest.mark.parametrize("wdtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("B,Cin,Cout,H,W", S2_SHAPES)
 def test_conv2d_3x3_s2_p1(B, Cin, Cout, H, W, wdtype):
-    check_conv2d(B, Cin, Cout, H, W, (3, 3), (2, 2), (1, 1), wdtype, None, seed=H * 1000 + W + Cin)
+    require_sim()
+    check_conv2d(DEVICE, B, Cin, Cout, H, W, (3, 3), (2, 2), (1, 1), wdtype, None, seed=H * 1000 + W + Cin)
 
 
 @pytest.mark.parametrize("bdtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("wdtype", FLOAT_DTYPES)
 def test_conv2d_bias_dtypes(wdtype, bdtype):
     # Every weight × bias storage pair (the bias dtype is chosen at run time in the kernel).
-    check_conv2d(2, 3, 11, 9, 8, (3, 3), (1, 1), (1, 1), wdtype, bdtype, seed=5)
+    require_sim()
+    check_conv2d(DEVICE, 2, 3, 11, 9, 8, (3, 3), (1, 1), (1, 1), wdtype, bdtype, seed=5)
 
 
 @pytest.mark.parametrize("k,stride,pad", [
@@ -76,7 +54,8 @@ def test_conv2d_bias_dtypes(wdtype, bdtype):
     ((9, 11), (2, 1), (4, 5)),  # 7·99 = 693 taps: a tap chunk ends inside a kernel row
 ])
 def test_conv2d_general(k, stride, pad):
-    check_conv2d(2, 7 if k == (9, 11) else 3, 6, 17, 23, k, stride, pad, "bf16", "f32", seed=sum(k) + sum(stride))
+    require_sim()
+    check_conv2d(DEVICE, 2, 7 if k == (9, 11) else 3, 6, 17, 23, k, stride, pad, "bf16", "f32", seed=sum(k) + sum(stride))
 
 
 def test_conv2d_nan_reaches_exactly_its_windows():
@@ -104,12 +83,10 @@ def test_depthwise_conv1d_causal(K, T, C, wdtype):
     w = r.normal(size=(C, 1, K)).astype(np.float32)
     xt, wt = tensor(x, "f32"), tensor(w, wdtype)
     what = f"depthwise_conv1d_causal K{K} T{T} C{C} w:{wdtype}"
-    sim = run_guarded(lambda out: ops.depthwise_conv1d_causal(xt, wt, out=out, device=DEVICE), (T, C), "f32", what)
-    ref = run_guarded(lambda out: ops.depthwise_conv1d_causal(xt, wt, out=out, reference=True), (T, C), "f32", what)
     # As tests/ops/test_depthwise_conv1d_causal: plain f32 thresholds for K <= 5; for K = 21 the f32
     # accumulation bound of conv_tolerance(K) (same order of summation in both, so this is slack).
     tol = conv_tolerance(K) if K > 5 else {}
-    assert_close(sim, ref, "f32", what=f"{what}: metal-sim vs reference", **tol)
+    device_vs_reference(lambda **kw: ops.depthwise_conv1d_causal(xt, wt, **kw), (T, C), "f32", DEVICE, what, **tol)
 
 
 def test_depthwise_conv1d_is_causal():

@@ -6,22 +6,12 @@ import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import FLOAT_DTYPES, SIZES, assert_close, rng, run_guarded, tensor
+from parity import FLOAT_DTYPES, SIZES, device_vs_reference, rng, tensor
+from references.elementwise import UNARY, binary_inputs
 
 from .sim import require_sim
 
 DEVICE = "metal-sim"
-
-UNARY = {
-    "gelu_tanh": lambda x, **kw: ops.gelu_tanh(x, **kw),
-    "silu": lambda x, **kw: ops.silu(x, **kw),
-    "relu": lambda x, **kw: ops.relu(x, **kw),
-    "sigmoid": lambda x, **kw: ops.sigmoid(x, **kw),
-    "softplus": lambda x, **kw: ops.softplus(x, **kw),
-    "softcap": lambda x, **kw: ops.softcap(x, 3.5, **kw),
-    "clamp": lambda x, **kw: ops.clamp(x, -1.25, 0.75, **kw),
-    "scale": lambda x, **kw: ops.scale(x, 0.37, **kw),
-}
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -29,15 +19,13 @@ UNARY = {
 @pytest.mark.parametrize("name", sorted(UNARY))
 def test_unary_parity(name, dtype, n):
     require_sim()
-    call = UNARY[name]
+    call, _ = UNARY[name]
     x = rng(n).normal(0, 4, size=(n,)).astype(np.float32)
     x[0] = 30.0 if n > 1 else x[0]  # softplus' linear branch and saturating tails
     if n > 2:
         x[1] = -1e-4  # softplus / sigmoid near 0: log1p's small-argument accuracy
     xt = tensor(x, dtype)
-    sim = run_guarded(lambda out: call(xt, out=out, device=DEVICE), (n,), dtype, f"{name} metal-sim")
-    ref = run_guarded(lambda out: call(xt, out=out, reference=True), (n,), dtype, f"{name} reference")
-    assert_close(sim, ref, dtype, what=f"{name} {dtype} n={n}: metal-sim vs reference")
+    device_vs_reference(lambda **kw: call(xt, **kw), (n,), dtype, DEVICE, f"{name} {dtype} n={n}")
 
 
 @pytest.mark.parametrize("shape_b", ["same", "row", "scalar"])
@@ -46,22 +34,19 @@ def test_unary_parity(name, dtype, n):
 @pytest.mark.parametrize("name", ["add", "mul"])
 def test_binary_parity(name, dtype, n, shape_b):
     require_sim()
-    r = rng(7)
-    a = r.normal(size=(3, n)).astype(np.float32)
-    b = {"same": r.normal(size=(3, n)), "row": r.normal(size=(n,)), "scalar": r.normal(size=(1,))}[shape_b].astype(np.float32)
+    a, b = binary_inputs(n, shape_b)
     at, bt = tensor(a, dtype), tensor(b, dtype)
     op = getattr(ops, name)
-    sim = run_guarded(lambda out: op(at, bt, out=out, device=DEVICE), a.shape, dtype, f"{name} metal-sim")
-    ref = run_guarded(lambda out: op(at, bt, out=out, reference=True), a.shape, dtype, f"{name} reference")
-    assert_close(sim, ref, dtype, what=f"{name} {dtype} {shape_b}: metal-sim vs reference")
+    device_vs_reference(lambda **kw: op(at, bt, **kw), a.shape, dtype, DEVICE, f"{name} {dtype} {shape_b}")
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
 def test_nan_propagates(name):
     require_sim()
     x = np.array([np.nan, 1.0, -np.inf, np.inf], np.float32)
-    got = UNARY[name](x, device=DEVICE).numpy()
-    ref = UNARY[name](x, reference=True).numpy()
+    call, _ = UNARY[name]
+    got = call(x, device=DEVICE).numpy()
+    ref = call(x, reference=True).numpy()
     assert np.isnan(got[0])
     np.testing.assert_array_equal(got[1:], ref[1:])
 

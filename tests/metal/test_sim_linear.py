@@ -17,15 +17,12 @@ import pytest
 import markbase as mb
 from markbase import _core
 from markbase._core import ops
-from parity import round_to, rng, run_guarded, tensor, to_f64
+from parity import run_guarded, tensor, to_f64
+from references.linear import W_DTYPES, X_DTYPES, assert_linear_close, make_inputs, numpy_linear
 
 from .sim import require_sim
 
 DEVICE = "metal-sim"
-U32 = 2.0**-24
-RTOL = {"f32": 2.0**-23, "bf16": 2.0**-7}
-X_DTYPES = ["f32", "bf16"]
-W_DTYPES = ["f32", "bf16", "f16"]
 
 # Decode (matvec, M <= 4): K and N in {1, 3, 31, 32, 33, 257, 4097} (odd / even / lane tails), M up to 4.
 MATVEC_SHAPES = [(1, 1, 1), (1, 4097, 33), (1, 33, 4097), (2, 32, 3), (3, 257, 31), (4, 31, 257)]
@@ -34,32 +31,9 @@ PREFILL_SHAPES = [(5, 33, 31), (33, 257, 32), (33, 3, 257), (64, 32, 64), (40, 6
 PREFILL_VARIANTS = ["simdgroup", "portable"]
 
 
-def make_inputs(M, K, N, with_bias, seed=0):
-    r = rng(seed + 7 * M + 13 * K + N)
-    x = r.normal(0, 1, size=(M, K)).astype(np.float32)
-    w = r.normal(0, 1, size=(N, K)).astype(np.float32)
-    b = r.normal(0, 1, size=(N,)).astype(np.float32) if with_bias else None
-    return x, w, b
-
-
 def error_scale(x, w, b, x_dtype, w_dtype, b_dtype):
     """S = |x|·|w|ᵀ + |b| from the dtype-rounded inputs (the scale of the rounding-error bound)."""
-    s = np.abs(round_to(x, x_dtype)) @ np.abs(round_to(w, w_dtype)).T
-    return s + np.abs(round_to(b, b_dtype)) if b is not None else s
-
-
-def assert_linear_close(got, want, scale, K, out_dtype, what):
-    g, w = to_f64(got), to_f64(want)
-    assert g.shape == w.shape, f"{what}: shape {g.shape} != {w.shape}"
-    assert np.isfinite(w).all(), f"{what}: expected values are not finite"
-    if not np.isfinite(g).all():
-        raise AssertionError(f"{what}: {np.sum(~np.isfinite(g))} NaN/Inf elements (unwritten output?)")
-    err = np.abs(g - w)
-    limit = RTOL[out_dtype] * np.abs(w) + 4.0 * np.sqrt(K + 1) * U32 * scale
-    if not (err <= limit).all():
-        i = np.unravel_index(np.argmax(err - limit), err.shape)
-        raise AssertionError(f"{what}: mismatch at {i}: got {g[i]!r}, want {w[i]!r}, |err| {err[i]:.3g} > "
-                             f"{limit[i]:.3g} (S = {scale[i]:.3g})")
+    return numpy_linear(x, w, b, x_dtype, w_dtype, b_dtype)[1]
 
 
 def check_parity(M, K, N, x_dtype, w_dtype, with_bias, b_dtype=None, what=""):

@@ -2,48 +2,22 @@
 with the thresholds of tests/ops/test_norm.py (per-dtype element threshold + 2^-23·√D for the row sums,
 whose order differs: a simd / threadgroup tree here, sequential in the reference)."""
 
-import math
-
 import numpy as np
 import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import FLOAT_DTYPES, SIZES, TOL, assert_close, rng, run_guarded, tensor
+from parity import FLOAT_DTYPES, SIZES, assert_close, device_vs_reference, rng, tensor
+from references.norm import LN_PARAMS, param, shapes, tol
 
 from .sim import require_sim
 
 DEVICE = "metal-sim"
 
 
-def tol(dtype, D):
-    """tests/ops/test_norm.py's threshold: TOL[dtype] + 2^-23·√D (f32 row sums of D terms, in any order)."""
-    r, a = TOL[dtype]
-    extra = 2.0**-23 * math.sqrt(D)
-    return r + extra, a + extra
-
-
-# (weight dtype, bias dtype) as tests/ops/test_norm.py: every combination of present / absent, each storage.
-LN_PARAMS = [(None, None), ("f32", None), (None, "f32"), ("f32", "f32"), ("bf16", "bf16"), ("f16", "f16")]
-
-
-def param(r, D, dtype, loc):
-    """A [D] parameter stored as `dtype` (None: absent)."""
-    return None if dtype is None else tensor(r.normal(loc, 0.5, size=(D,)).astype(np.float32), dtype)
-
-
-def shapes(D):
-    """As tests/ops/test_norm.py: one row, a few rows, a rank-3 batch. D in SIZES gives 32 to 1024
-    threads per threadgroup (about D/4, whole simdgroups), so 1 to 32 simdgroups per row reduction."""
-    return [(D,), (4, D), (2, 33, D)]
-
-
 def check(call, x, dtype, what):
     xt = tensor(x, dtype)
-    D = x.shape[-1]
-    sim = run_guarded(lambda out: call(xt, out=out, device=DEVICE), x.shape, dtype, f"{what} metal-sim")
-    ref = run_guarded(lambda out: call(xt, out=out, reference=True), x.shape, dtype, f"{what} reference")
-    assert_close(sim, ref, dtype, *tol(dtype, D), what=f"{what}: metal-sim vs reference")
+    device_vs_reference(lambda **kw: call(xt, **kw), x.shape, dtype, DEVICE, what, *tol(dtype, x.shape[-1]))
 
 
 @pytest.mark.parametrize("D", SIZES)
@@ -52,7 +26,7 @@ def check(call, x, dtype, what):
 def test_rms_norm_parity(dtype, wdtype, D):
     require_sim()
     r = rng(D)
-    wt = param(r, D, wdtype, 1.0)
+    wt, _ = param(r, D, wdtype, 1.0)
     for shape in shapes(D):
         x = r.normal(0.5, 2.0, size=shape).astype(np.float32)
         check(lambda xt, **kw: ops.rms_norm(xt, wt, eps=1e-6, **kw), x, dtype,
@@ -65,8 +39,8 @@ def test_rms_norm_parity(dtype, wdtype, D):
 def test_layer_norm_parity(dtype, pdtypes, D):
     require_sim()
     r = rng(100 + D)
-    wt = param(r, D, pdtypes[0], 1.0)
-    bt = param(r, D, pdtypes[1], 0.0)
+    wt, _ = param(r, D, pdtypes[0], 1.0)
+    bt, _ = param(r, D, pdtypes[1], 0.0)
     for shape in shapes(D):
         # Mean 3 against std 2: a one-pass E[x²] − E[x]² would lose digits here; the kernel must not.
         x = r.normal(3.0, 2.0, size=shape).astype(np.float32)
@@ -80,8 +54,8 @@ def test_mixed_parameter_storage(wdtype, xdtype):
     require_sim()
     r = rng(9)
     D = 300
-    wt = param(r, D, wdtype, 1.0)
-    bt = param(r, D, wdtype, 0.0)
+    wt, _ = param(r, D, wdtype, 1.0)
+    bt, _ = param(r, D, wdtype, 0.0)
     x = r.normal(1.0, 2.0, size=(5, D)).astype(np.float32)
     check(lambda xt, **kw: ops.rms_norm(xt, wt, **kw), x, xdtype, f"rms_norm w={wdtype} x={xdtype}")
     check(lambda xt, **kw: ops.layer_norm(xt, wt, bt, **kw), x, xdtype, f"layer_norm p={wdtype} x={xdtype}")

@@ -7,30 +7,17 @@ import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import assert_equal, rng, run_guarded
+from parity import rng
+from references.pool import pool_device_vs_reference, vision_block_index
 
 from .sim import require_sim
 
 DEVICE = "metal-sim"
 
 
-def vision_block_index(grid_h, grid_w, max_patches, k=3):
-    """As tests/ops/test_pool.py: patch (y, x) of the grid → output (x // k) + (Wp // k)·(y // k); padding
-    rows −1."""
-    ys, xs = np.divmod(np.arange(grid_h * grid_w), grid_w)
-    wp = xs.max() + 1
-    idx = (xs // k) + (wp // k) * (ys // k)
-    return np.concatenate([idx, -np.ones(max_patches - grid_h * grid_w, np.int64)]).astype(np.int32)
-
-
 def check_pool(x, index, num_out, divisor, what):
     require_sim()
-    D = x.shape[1]
-    sim = run_guarded(lambda out: ops.avg_pool_indexed(x, index, num_out=num_out, divisor=divisor, out=out,
-                                                       device=DEVICE), (num_out, D), "f32", what)
-    ref = run_guarded(lambda out: ops.avg_pool_indexed(x, index, num_out=num_out, divisor=divisor, out=out,
-                                                       reference=True), (num_out, D), "f32", what)
-    assert_equal(sim.numpy().view(np.uint32), ref.numpy().view(np.uint32), what=f"{what}: metal-sim vs reference (bits)")
+    pool_device_vs_reference(DEVICE, x, index, num_out, divisor, what)
 
 
 @pytest.mark.parametrize("D", [1, 33, 768])

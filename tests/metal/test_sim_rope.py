@@ -11,34 +11,16 @@ import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import FLOAT_DTYPES, HEAD_DIMS, assert_close, rng, round_to, run_guarded, tensor, to_f64
+from parity import FLOAT_DTYPES, HEAD_DIMS, device_vs_reference, rng, round_to, tensor, to_f64
+from references.rope import POSITIONS, TABLES, unrotated_dims, vision_positions
 
 from .sim import require_sim
 
 DEVICE = "metal-sim"
 
-# As tests/ops/test_rope.py: unsorted, repeated, zero, large (up to 131072), one not a power of two.
-POSITIONS = np.array([0, 1, 7, 1000, 8191, 131072, 65537, 7, 3], dtype=np.int64)
-
-TABLES = {
-    "default": lambda d: ops.rope_inv_freq("default", d, 1e4),
-    "proportional": lambda d: ops.rope_inv_freq("proportional", d, 1e6, 0.25),
-    "partial": lambda d: ops.rope_inv_freq("default", d, 1e4, 0.5),  # d_rot = d/2 < d: the rest passes through
-}
-
-
-def unrotated_dims(inv, d):
-    """Dims the rotation must leave bit-identical: ≥ d_rot, and both members of zero-frequency pairs."""
-    n = len(inv)
-    zero = np.flatnonzero(inv == 0)
-    return np.concatenate([zero, zero + n, np.arange(2 * n, d)]).astype(np.int64)
-
 
 def sim_and_ref(call, shape, dtype, what):
-    sim = run_guarded(lambda out: call(out=out, device=DEVICE), shape, dtype, f"{what} metal-sim")
-    ref = run_guarded(lambda out: call(out=out, reference=True), shape, dtype, f"{what} reference")
-    assert_close(sim, ref, dtype, what=f"{what}: metal-sim vs reference")
-    return sim, ref
+    return device_vs_reference(call, shape, dtype, DEVICE, what)
 
 
 @pytest.mark.parametrize("kind", sorted(TABLES))
@@ -119,13 +101,6 @@ def test_in_place(dtype):
     xt = tensor(x, dtype)
     ops.rope_2d(xt, pos2, 100.0, out=xt, device=DEVICE)
     np.testing.assert_array_equal(xt.to_float32(), want2)
-
-
-def vision_positions(pdtype):
-    """A 7-column × 5-row patch grid as (x, y), row-major like the image processor, then 3 padding (−1, −1)."""
-    ys, xs = np.meshgrid(np.arange(5), np.arange(7), indexing="ij")
-    grid = np.stack([xs.ravel(), ys.ravel()], axis=1)
-    return np.concatenate([grid, np.full((3, 2), -1)]).astype(pdtype)
 
 
 @pytest.mark.parametrize("H", [1, 3, 8])

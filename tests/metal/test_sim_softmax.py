@@ -2,41 +2,17 @@
 thresholds of tests/ops/test_softmax.py (per-dtype element threshold + 2^-23·√D for the f32 row sum, whose
 order differs: a simd / threadgroup tree here, sequential in the reference)."""
 
-import math
-
 import numpy as np
 import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import FLOAT_DTYPES, SIZES, TOL, assert_close, rng, run_guarded, tensor
+from parity import FLOAT_DTYPES, SIZES, assert_close, device_vs_reference, rng, tensor
+from references.softmax import make_input, shapes, tol
 
 from .sim import require_sim
 
 DEVICE = "metal-sim"
-
-
-def tol(dtype, D):
-    """tests/ops/test_softmax.py's threshold: TOL[dtype] + 2^-23·√D."""
-    r, a = TOL[dtype]
-    extra = 2.0**-23 * math.sqrt(D)
-    return r + extra, a + extra
-
-
-def make_input(r, shape):
-    """As tests/ops/test_softmax.py: N(0, 4) logits, one −inf (masked) column, one far below the max."""
-    x = r.normal(0, 4, size=shape).astype(np.float32)
-    flat = x.reshape(-1, shape[-1])
-    D = shape[-1]
-    if D > 1:
-        flat[:, D // 2] = -np.inf  # masked entries contribute exactly 0
-        flat[:, -1] -= 100.0       # e^(x − max) far below the f32 normal range: ~0, never NaN
-    return x
-
-
-def shapes(D):
-    """As tests/ops/test_softmax.py: one row, a few rows, a rank-3 batch."""
-    return [(D,), (3, D), (2, 17, D)]
 
 
 @pytest.mark.parametrize("D", SIZES + [129, 1500])
@@ -46,10 +22,8 @@ def test_softmax_parity(dtype, D):
     r = rng(D)
     for shape in shapes(D):
         xt = tensor(make_input(r, shape), dtype)
-        what = f"softmax {dtype} {shape}"
-        sim = run_guarded(lambda out: ops.softmax(xt, out=out, device=DEVICE), shape, dtype, f"{what} metal-sim")
-        ref = run_guarded(lambda out: ops.softmax(xt, out=out, reference=True), shape, dtype, f"{what} reference")
-        assert_close(sim, ref, dtype, *tol(dtype, D), what=f"{what}: metal-sim vs reference")
+        device_vs_reference(lambda **kw: ops.softmax(xt, **kw), shape, dtype, DEVICE, f"softmax {dtype} {shape}",
+                            *tol(dtype, D))
 
 
 @pytest.mark.parametrize("D", [1, 3, 33, 2000])

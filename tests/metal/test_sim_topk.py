@@ -1,5 +1,5 @@
-"""topk parity on metal-sim: the Metal kernel (metal/topk.metal) against the CPU reference. Selection
-does no arithmetic, so (as in tests/ops/test_topk.py) indices and value bits must match exactly.
+"""topk parity on metal-sim: the Metal kernel (metal/topk.metal) and the CPU reference against numpy
+(references/topk.py). Selection does no arithmetic, so indices and value bits must match exactly.
 
 The kernel works in batches of 1024 elements (radix select of a threshold, ordered collection, bitonic
 sort in threadgroup memory): the grid covers rows shorter than a batch (no radix pass), longer rows with
@@ -12,6 +12,7 @@ import pytest
 import markbase as mb
 from markbase._core import ops
 from parity import assert_equal, rng
+from references.topk import SPECIAL_ROWS, check, make
 
 from .sim import require_sim, run
 
@@ -21,47 +22,25 @@ DEVICE = "metal-sim"
 NK = sorted({(N, k) for N in [1, 3, 33, 128, 257, 1024, 1025, 3000] for k in (1, 8, N) if k <= N})
 
 
-def check(x, k, what=""):
-    v, i = ops.topk(x, k, device=DEVICE)
-    rv, ri = ops.topk(x, k, reference=True)
-    assert v.dtype == "f32" and i.dtype == "i32" and v.shape == (x.shape[0], k) == i.shape
-    assert_equal(i.numpy(), ri.numpy(), what=f"topk {what} indices N={x.shape[1]} k={k}")
-    # Bit patterns, so NaN == NaN and -0.0 != +0.0 are both noticed.
-    assert_equal(v.numpy().view(np.uint32), rv.numpy().view(np.uint32), what=f"topk {what} values N={x.shape[1]} k={k}")
-
-
-def make(data, R, N, seed):
-    r = rng(seed)
-    if data == "normal":
-        return r.normal(size=(R, N)).astype(np.float32)
-    return r.integers(-3, 4, size=(R, N)).astype(np.float32)  # few distinct values: ties keep index order
-
-
 @pytest.mark.parametrize("N,k", NK)
 @pytest.mark.parametrize("data", ["normal", "ties"])
 def test_topk_parity(data, N, k):
     require_sim()
-    check(make(data, 3, N, N), k, data)
+    check(make(data, 3, N, N), k, DEVICE, data)
 
 
 @pytest.mark.parametrize("k", [1023, 1024, 1025, 2049, 2500])
 def test_topk_several_batches(k):
     # k > 1024: several batches; ties (7 distinct values) straddle every batch boundary.
     require_sim()
-    check(make("ties", 2, 2600, k), k, "ties")
-    check(make("normal", 1, 2600, k), k, "normal")
+    check(make("ties", 2, 2600, k), k, DEVICE, "ties")
+    check(make("normal", 1, 2600, k), k, DEVICE, "normal")
 
 
 def test_topk_nan_inf_and_signed_zero():
     require_sim()
-    x = np.array([
-        [1.0, np.nan, 3.0, np.inf, np.nan, -np.inf, 3.0, 0.0],
-        [-0.0, 0.0, -0.0, np.nan, 2.0, 2.0, -1.0, np.inf],
-        [np.nan] * 8,
-        [-np.inf] * 8,
-    ], np.float32)
     for k in (1, 2, 3, 5, 8):
-        check(x, k, "special")
+        check(SPECIAL_ROWS, k, DEVICE, "special")
     # The same in a row longer than a batch (radix select over NaN / Inf / ±0 keys).
     r = rng(9)
     long = r.normal(size=(2, 1500)).astype(np.float32)
@@ -73,16 +52,16 @@ def test_topk_nan_inf_and_signed_zero():
     long[1, pos[:30]] = -0.0
     long[1, pos[30:]] = 0.0
     for k in (8, 30, 70):
-        check(long, k, "special long")
+        check(long, k, DEVICE, "special long")
 
 
 def test_topk_long_rows_and_many_rows():
     # A vocabulary-sized row (sampling) and many short rows (MoE routing: 128 experts, top-8).
     require_sim()
     r = rng(3)
-    check(r.normal(size=(1, 40000)).astype(np.float32), 64, "vocab")
-    check(r.normal(size=(1, 40000)).astype(np.float32), 100, "vocab")
-    check(r.normal(size=(300, 128)).astype(np.float32), 8, "routing")
+    check(r.normal(size=(1, 40000)).astype(np.float32), 64, DEVICE, "vocab")
+    check(r.normal(size=(1, 40000)).astype(np.float32), 100, DEVICE, "vocab")
+    check(r.normal(size=(300, 128)).astype(np.float32), 8, DEVICE, "routing")
 
 
 @pytest.mark.parametrize("N,k", [(33, 8), (1500, 20), (1500, 1200)])

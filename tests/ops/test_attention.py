@@ -18,31 +18,13 @@ import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import HEAD_DIMS, assert_close, rng, run_guarded
-
-RTOL = 1e-5
-ATOL = 1e-5
+from parity import rng
+from references.attention import (block_case, check, make_cache, mask_np, parity_grid, qkv, query_positions,
+                                  run_both)
 
 
 # ---------------------------------------------------------------------------------------------------
 # float64 numpy reference, written from the formula in the op's contract
-
-
-def mask_np(q_pos, k_pos, q_block, k_block, causal, window, block_overrides_window):
-    """allowed[t, s] as a boolean [T, S] array."""
-    qp = np.asarray(q_pos, np.int64)[:, None]
-    kp = np.asarray(k_pos, np.int64)[None, :]
-    valid = kp >= 0
-    causal_ok = (kp <= qp) if causal else np.ones_like(valid)
-    window_ok = (kp > qp - window) if window else np.ones_like(valid)
-    if q_block is not None:
-        qb = np.asarray(q_block)[:, None]
-        same = (qb >= 0) & (qb == np.asarray(k_block)[None, :])
-    else:
-        same = np.zeros_like(valid)
-    if block_overrides_window:
-        return valid & ((causal_ok & window_ok) | same)
-    return valid & (causal_ok | same) & window_ok
 
 
 def attention_np(q, k, v, q_pos, k_pos, q_block=None, k_block=None, scale=1.0, softcap=0.0, causal=True,
@@ -71,90 +53,13 @@ def attention_np(q, k, v, q_pos, k_pos, q_block=None, k_block=None, scale=1.0, s
 
 
 # ---------------------------------------------------------------------------------------------------
-# inputs
-
-
-def qkv(r, T, Hq, S, Hkv, d):
-    """q, k like RMS-normalised projections scaled to logits of std ≈ 2; v of unit scale."""
-    sigma = (4.0 / d) ** 0.25
-    q = (r.normal(size=(T, Hq, d)) * sigma).astype(np.float32)
-    k = (r.normal(size=(S, Hkv, d)) * sigma).astype(np.float32)
-    v = r.normal(size=(S, Hkv, d)).astype(np.float32)
-    return q, k, v
-
-
-def make_cache(r, k, v, layout):
-    """Places S keys (positions 0..S-1) into a cache. Returns (k_arg, v_arg, k_pos, k_np, v_np):
-    the op's k / v arguments, the slot positions, and the slot contents as numpy [slots, Hkv, d].
-      linear:    keys in position order, contiguous
-      ring:      slots in permuted order plus empty slots (k_pos −1, contents NaN), contiguous
-      headmajor: as ring, stored head-major [Hkv, cap, d + pad] and passed as a transposed view"""
-    S, Hkv, d = k.shape
-    if layout == "linear":
-        return k, v, np.arange(S, dtype=np.int32), k, v
-    cap = S + S // 4 + 2
-    slot_pos = np.full(cap, -1, np.int32)
-    slots = r.permutation(cap)[:S]
-    slot_pos[slots] = np.arange(S, dtype=np.int32)
-    kc = np.full((cap, Hkv, d), np.nan, np.float32)
-    vc = np.full((cap, Hkv, d), np.nan, np.float32)
-    kc[slots], vc[slots] = k, v
-    if layout == "ring":
-        return kc, vc, slot_pos, kc, vc
-    assert layout == "headmajor"
-    pad = 5
-    kh = np.full((Hkv, cap, d + pad), np.nan, np.float32)
-    vh = np.full((Hkv, cap, d + pad), np.nan, np.float32)
-    kh[:, :, :d] = kc.transpose(1, 0, 2)
-    vh[:, :, :d] = vc.transpose(1, 0, 2)
-    k_view = mb.Tensor(kh[:, :, :d]).transpose(0, 1)  # [cap, Hkv, d], strides ((d+pad), cap·(d+pad), 1)
-    v_view = mb.Tensor(vh[:, :, :d]).transpose(0, 1)
-    assert not k_view.is_contiguous()
-    return k_view, v_view, slot_pos, kc, vc
-
-
-def query_positions(T, S):
-    """The last T of the S positions (a prefill chunk or decode step); 0..T-1 when T > S."""
-    return (np.arange(T) + max(S - T, 0)).astype(np.int32)
-
-
-def run_both(device, args, shape, **kw):
-    """(fast on `device`, reference) outputs, each written into a guarded buffer."""
-    fast = run_guarded(lambda out: ops.attention(*args, out=out, device=device, **kw), shape, "f32", "attention fast")
-    ref = run_guarded(lambda out: ops.attention(*args, out=out, reference=True, **kw), shape, "f32", "attention reference")
-    return fast.numpy().copy(), ref.numpy().copy()
-
-
-def check(fast, ref, want, v, what):
-    # assert_close scales atol by max|want|; our bound is ATOL·max|v| (see the module docstring).
-    vmax = float(np.nanmax(np.abs(np.where(np.isfinite(v), v, 0.0)))) if np.size(v) else 1.0
-    atol = ATOL * vmax / max(float(np.max(np.abs(want))) if want.size else 0.0, 1e-30)
-    assert_close(ref, want, rtol=RTOL, atol=atol, what=f"{what}: reference vs numpy")
-    assert_close(fast, ref, rtol=RTOL, atol=atol, what=f"{what}: fast vs reference")
-
-
-# ---------------------------------------------------------------------------------------------------
 # parity grid: every head dim, head layout, T, S, mask kind and cache layout appears (not the full product)
 
-HEADS = [(1, 1), (8, 1), (8, 2), (4, 4)]
 TS = [1, 3, 33]
 SS = [1, 31, 257]
-MASKS = [
-    dict(causal=True),
-    dict(causal=False),
-    dict(causal=True, window=8),
-    dict(causal=False, window=8),
-    dict(causal=True, softcap=1.5),
-    dict(causal=True, window=5, scale=0.37),
-    dict(causal=False, softcap=3.0, scale=2.0),
-]
-LAYOUTS = ["linear", "ring", "headmajor"]
-GRID = [(HEAD_DIMS[i % 5], HEADS[i % 4], TS[i % 3], SS[(i // 3) % 3], MASKS[i % 7], LAYOUTS[(i // 5) % 3])
-        for i in range(18)]
 
 
-@pytest.mark.parametrize("d,heads,T,S,mask,layout", GRID,
-                         ids=[f"d{g[0]}-h{g[1][0]}x{g[1][1]}-T{g[2]}-S{g[3]}-m{i % 7}-{g[5]}" for i, g in enumerate(GRID)])
+@pytest.mark.parametrize("d,heads,T,S,mask,layout", parity_grid(TS, SS))
 def test_attention_parity(d, heads, T, S, mask, layout, device):
     Hq, Hkv = heads
     r = rng(d * 1000 + T * 10 + S)
@@ -163,7 +68,7 @@ def test_attention_parity(d, heads, T, S, mask, layout, device):
     q_pos = query_positions(T, S)
     fast, ref = run_both(device, (q, k_arg, v_arg, q_pos, k_pos), (T, Hq, d), **mask)
     want = attention_np(q, k_np, v_np, q_pos, k_pos, **mask)
-    check(fast, ref, want, v, f"d={d} heads={heads} T={T} S={S} {mask} {layout}")
+    check(fast, ref, v, f"d={d} heads={heads} T={T} S={S} {mask} {layout}", device, want=want)
 
 
 @pytest.mark.parametrize("layout", ["linear", "ring", "headmajor"])
@@ -178,7 +83,7 @@ def test_long_decode_split_keys(layout, window, device):
     q_pos = np.array([S - 1], np.int32)
     fast, ref = run_both(device, (q, k_arg, v_arg, q_pos, k_pos), (T, Hq, d), window=window)
     want = attention_np(q, k_np, v_np, q_pos, k_pos, window=window)
-    check(fast, ref, want, v, f"long decode {layout} window={window}")
+    check(fast, ref, v, f"long decode {layout} window={window}", device, want=want)
 
 
 @pytest.mark.parametrize("d,heads,T,S", [(1, (6, 2), 3, 31), (13, (7, 1), 5, 257), (100, (7, 1), 2, 300),
@@ -193,7 +98,7 @@ def test_odd_head_dims(d, heads, T, S, device):
     q_pos = query_positions(T, S)
     fast, ref = run_both(device, (q, k_arg, v_arg, q_pos, k_pos), (T, Hq, d), window=40)
     want = attention_np(q, k_np, v_np, q_pos, k_pos, window=40)
-    check(fast, ref, want, v, f"odd d={d} heads={heads}")
+    check(fast, ref, v, f"odd d={d} heads={heads}", device, want=want)
 
 
 def test_decode_gqa_sliding_ring(device):
@@ -209,7 +114,7 @@ def test_decode_gqa_sliding_ring(device):
     q_pos = np.array([pos], np.int32)
     fast, ref = run_both(device, (q, k, v, q_pos, k_pos), (1, Hq, d), window=W)
     want = attention_np(q, k, v, q_pos, k_pos, window=W)
-    check(fast, ref, want, v, "sliding ring decode")
+    check(fast, ref, v, "sliding ring decode", device, want=want)
     # Sanity of the numpy mask itself: exactly W keys are visible (including self).
     assert mask_np(q_pos, k_pos, None, None, True, W, False).sum() == W
 
@@ -217,8 +122,11 @@ def test_decode_gqa_sliding_ring(device):
 PORTABLE_CHECK = r"""
 import sys
 import numpy as np
-sys.path[:0] = [sys.argv[1], sys.argv[1] + "/.."]  # tests/ops (this file) and tests/ (parity)
-from test_attention import attention_np, make_cache, qkv, query_positions, rng, ops
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/.."]  # tests/ops (this file) and tests/ (parity, references)
+from markbase._core import ops
+from parity import rng
+from references.attention import make_cache, qkv, query_positions
+from test_attention import attention_np
 assert ops._attention_simd() == "portable", ops._attention_simd()
 for d, (Hq, Hkv), T, S in [(72, (7, 1), 3, 257), (13, (6, 2), 2, 31), (256, (8, 2), 1, 600)]:
     r = rng(d)
@@ -245,17 +153,6 @@ def test_portable_inner_loops():
 # bidirectional blocks
 
 
-def block_case():
-    """12 tokens, one image block at positions 2..9, window 3. Query 9 and key 2 share the block but
-    are outside the window: allowed under the unified rule only. Query 3 and key 6 share the block,
-    key ahead of the query but inside the window: allowed under both rules."""
-    T = S = 12
-    pos = np.arange(T, dtype=np.int32)
-    blocks = np.full(T, -1, np.int32)
-    blocks[2:10] = 0
-    return pos, blocks
-
-
 @pytest.mark.parametrize("d,heads", [(72, (4, 4)), (256, (8, 2))])
 def test_blocks_both_rules(d, heads, device):
     Hq, Hkv = heads
@@ -273,7 +170,7 @@ def test_blocks_both_rules(d, heads, device):
         kw = dict(q_block=blocks, k_block=blocks, window=W, block_overrides_window=rule)
         fast, ref = run_both(device, (q, k, v, pos, pos), q.shape, **kw)
         want = attention_np(q, k, v, pos, pos, blocks, blocks, window=W, block_overrides_window=rule)
-        check(fast, ref, want, v, f"blocks unified={rule}")
+        check(fast, ref, v, f"blocks unified={rule}", device, want=want)
         outs[rule] = fast
     # The two rules give different rows where the masks differ, identical rows elsewhere.
     differ = (m_g4 != m_uni).any(axis=1)
@@ -295,7 +192,7 @@ def test_blocks_non_causal_unlimited_window(device):
         kw = dict(q_block=q_block, k_block=k_block, block_overrides_window=rule)
         fast, ref = run_both(device, (q, k_arg, v_arg, q_pos, k_pos), q.shape, **kw)
         want = attention_np(q, k_np, v_np, q_pos, k_pos, q_block, k_block, block_overrides_window=rule)
-        check(fast, ref, want, v, f"blocks window=0 unified={rule}")
+        check(fast, ref, v, f"blocks window=0 unified={rule}", device, want=want)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -318,7 +215,7 @@ def test_rows_without_allowed_keys_are_zero(S, device):
         np.testing.assert_array_equal(out[0], 0.0)
     # The numpy formula multiplies masked rows by weight 0, so it gets the NaN-free values.
     want = attention_np(q, np.nan_to_num(k), np.nan_to_num(v), q_pos, k_pos)
-    check(fast, ref, want, np.nan_to_num(v), "no allowed key")
+    check(fast, ref, np.nan_to_num(v), "no allowed key", device, want=want)
     # Every slot empty.
     empty = np.full(S, -1, np.int32)
     kn = np.full_like(k, np.nan)

@@ -5,60 +5,13 @@ to their storage dtype, so the only error left is f32 accumulation, and every co
 thresholds widened for the reduction length K (stated where used).
 """
 
-import math
-
 import numpy as np
 import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import FLOAT_DTYPES, assert_close, rng, round_to, run_guarded, tensor
-
-
-def conv2d_np(x, w, bias, stride, pad):
-    """torch.nn.functional.conv2d in float64: zero padding, then one strided window sum per tap."""
-    (sh, sw), (ph, pw) = stride, pad
-    B, Cin, H, W = x.shape
-    Cout, _, kh, kw = w.shape
-    Ho, Wo = (H + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
-    xp = np.zeros((B, Cin, H + 2 * ph, W + 2 * pw))
-    xp[:, :, ph:ph + H, pw:pw + W] = x
-    out = np.zeros((B, Cout, Ho, Wo))
-    for i in range(kh):
-        for j in range(kw):
-            window = xp[:, :, i:i + sh * (Ho - 1) + 1:sh, j:j + sw * (Wo - 1) + 1:sw]  # [B, Cin, Ho, Wo]
-            out += np.einsum("oc,bchw->bohw", w[:, :, i, j], window)
-    if bias is not None:
-        out += bias[None, :, None, None]
-    return out
-
-
-def conv_tolerance(k):
-    """f32 accumulation of K products (same order in both kernels, FMA-contracted in the AVX2 one): the
-    rounding error grows like √K relative to the output scale, so atol = 1e-6·√K (still far below one
-    missing or doubled tap, which moves an element by ~1/√K of the scale)."""
-    return dict(rtol=1e-5, atol=1e-6 * math.sqrt(k))
-
-
-def check_conv2d(device, B, Cin, Cout, H, W, k, stride, pad, wdtype, with_bias, seed):
-    r = rng(seed)
-    kh, kw = k
-    x = r.normal(size=(B, Cin, H, W)).astype(np.float32)
-    w = (r.normal(size=(Cout, Cin, kh, kw)) / math.sqrt(Cin * kh * kw)).astype(np.float32)
-    b = r.normal(size=(Cout,)).astype(np.float32) if with_bias else None
-    xt, wt = tensor(x, "f32"), tensor(w, wdtype)
-    bt = tensor(b, wdtype) if with_bias else None
-    Ho, Wo = (H + 2 * pad[0] - kh) // stride[0] + 1, (W + 2 * pad[1] - kw) // stride[1] + 1
-    shape = (B, Cout, Ho, Wo)
-    what = f"conv2d B{B} Cin{Cin} Cout{Cout} {H}x{W} k{k} s{stride} p{pad} w:{wdtype} bias:{with_bias}"
-    fast = run_guarded(lambda out: ops.conv2d(xt, wt, bt, stride=stride, padding=pad, out=out, device=device),
-                       shape, "f32", what)
-    ref = run_guarded(lambda out: ops.conv2d(xt, wt, bt, stride=stride, padding=pad, out=out, reference=True),
-                      shape, "f32", what)
-    tol = conv_tolerance(Cin * kh * kw)
-    assert_close(fast, ref, "f32", what=f"{what}: {device} vs reference", **tol)
-    want = conv2d_np(x.astype(np.float64), round_to(w, wdtype), round_to(b, wdtype) if with_bias else None, stride, pad)
-    assert_close(ref, want, "f32", what=f"{what}: reference vs numpy", **tol)
+from parity import FLOAT_DTYPES, assert_close, device_vs_reference, rng, round_to, tensor
+from references.conv import check_conv2d
 
 
 # The model's configuration: 3×3, stride 2, padding 1 (audio subsampling 1→128 and 128→32 channels).
@@ -82,13 +35,13 @@ S2_SHAPES = [  # (B, Cin, Cout, H, W)
 @pytest.mark.parametrize("wdtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("B,Cin,Cout,H,W", S2_SHAPES)
 def test_conv2d_3x3_s2_p1(B, Cin, Cout, H, W, wdtype, device):
-    check_conv2d(device, B, Cin, Cout, H, W, (3, 3), (2, 2), (1, 1), wdtype, with_bias=False, seed=H * 1000 + W + Cin)
+    check_conv2d(device, B, Cin, Cout, H, W, (3, 3), (2, 2), (1, 1), wdtype, None, seed=H * 1000 + W + Cin)
 
 
 @pytest.mark.parametrize("wdtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("B,Cin,Cout,H,W", [(1, 3, 5, 1, 1), (2, 3, 4, 31, 33), (1, 128, 9, 32, 3), (1, 1, 8, 33, 257)])
 def test_conv2d_3x3_s1_p1_bias(B, Cin, Cout, H, W, wdtype, device):
-    check_conv2d(device, B, Cin, Cout, H, W, (3, 3), (1, 1), (1, 1), wdtype, with_bias=True, seed=H + W)
+    check_conv2d(device, B, Cin, Cout, H, W, (3, 3), (1, 1), (1, 1), wdtype, wdtype, seed=H + W)
 
 
 @pytest.mark.parametrize("k,stride,pad", [
@@ -98,7 +51,7 @@ def test_conv2d_3x3_s1_p1_bias(B, Cin, Cout, H, W, wdtype, device):
     ((3, 3), (1, 1), (0, 0)),  # valid convolution
 ])
 def test_conv2d_general(k, stride, pad, device):
-    check_conv2d(device, 2, 3, 6, 17, 23, k, stride, pad, "bf16", with_bias=True, seed=sum(k) + sum(stride))
+    check_conv2d(device, 2, 3, 6, 17, 23, k, stride, pad, "bf16", "bf16", seed=sum(k) + sum(stride))
 
 
 def test_conv2d_defaults_and_nan():
@@ -136,10 +89,8 @@ def test_depthwise_conv1d_causal(K, T, C, wdtype, device):
     w = r.normal(size=(C, 1, K)).astype(np.float32)
     xt, wt = tensor(x, "f32"), tensor(w, wdtype)
     what = f"depthwise_conv1d_causal K{K} T{T} C{C} w:{wdtype}"
-    fast = run_guarded(lambda out: ops.depthwise_conv1d_causal(xt, wt, out=out, device=device), (T, C), "f32", what)
-    ref = run_guarded(lambda out: ops.depthwise_conv1d_causal(xt, wt, out=out, reference=True), (T, C), "f32", what)
     # At most 5 products per element: plain f32 thresholds.
-    assert_close(fast, ref, "f32", what=f"{what}: {device} vs reference")
+    _, ref = device_vs_reference(lambda **kw: ops.depthwise_conv1d_causal(xt, wt, **kw), (T, C), "f32", device, what)
     assert_close(ref, dwconv_np(x.astype(np.float64), round_to(w, wdtype)), "f32", what=f"{what}: reference vs numpy")
 
 

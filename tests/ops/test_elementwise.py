@@ -1,34 +1,12 @@
 """Parity grid for the elementwise ops (see tests/parity.py for the thresholds)."""
 
-import math
-
 import numpy as np
 import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import FLOAT_DTYPES, SIZES, assert_close, rng, round_to, run_guarded, tensor
-
-
-def gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-
-
-def softplus(x):
-    return np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
-
-
-UNARY = {
-    # name: (call(x, **kw), numpy float64 reference)
-    "gelu_tanh": (lambda x, **kw: ops.gelu_tanh(x, **kw), gelu_tanh),
-    "silu": (lambda x, **kw: ops.silu(x, **kw), lambda x: x / (1 + np.exp(-x))),
-    "relu": (lambda x, **kw: ops.relu(x, **kw), lambda x: np.maximum(x, 0)),
-    "sigmoid": (lambda x, **kw: ops.sigmoid(x, **kw), lambda x: 1 / (1 + np.exp(-x))),
-    "softplus": (lambda x, **kw: ops.softplus(x, **kw), softplus),
-    "softcap": (lambda x, **kw: ops.softcap(x, 3.5, **kw), lambda x: 3.5 * np.tanh(x / 3.5)),
-    "clamp": (lambda x, **kw: ops.clamp(x, -1.25, 0.75, **kw), lambda x: np.clip(x, -1.25, 0.75)),
-    "scale": (lambda x, **kw: ops.scale(x, 0.37, **kw), lambda x: x * np.float64(np.float32(0.37))),
-}
+from parity import FLOAT_DTYPES, SIZES, assert_close, device_vs_reference, rng, round_to, tensor
+from references.elementwise import UNARY, binary_inputs
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -39,9 +17,7 @@ def test_unary_parity(name, dtype, n, device):
     x = rng(n).normal(0, 4, size=(n,)).astype(np.float32)
     x[0] = 30.0 if n > 1 else x[0]  # exercises softplus' linear branch and saturating tails
     xt = tensor(x, dtype)
-    fast = run_guarded(lambda out: call(xt, out=out, device=device), (n,), dtype, f"{name} fast")
-    ref = run_guarded(lambda out: call(xt, out=out, reference=True), (n,), dtype, f"{name} reference")
-    assert_close(fast, ref, dtype, what=f"{name} {dtype} n={n}: {device} vs reference")
+    _, ref = device_vs_reference(lambda **kw: call(xt, **kw), (n,), dtype, device, f"{name} {dtype} n={n}")
     assert_close(ref, ref_np(round_to(x, dtype)), dtype, what=f"{name} {dtype} n={n}: reference vs numpy")
 
 
@@ -50,14 +26,10 @@ def test_unary_parity(name, dtype, n, device):
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("name", ["add", "mul"])
 def test_binary_parity(name, dtype, n, shape_b, device):
-    r = rng(7)
-    a = r.normal(size=(3, n)).astype(np.float32)
-    b = {"same": r.normal(size=(3, n)), "row": r.normal(size=(n,)), "scalar": r.normal(size=(1,))}[shape_b].astype(np.float32)
+    a, b = binary_inputs(n, shape_b)
     at, bt = tensor(a, dtype), tensor(b, dtype)
     op = getattr(ops, name)
-    fast = run_guarded(lambda out: op(at, bt, out=out, device=device), a.shape, dtype, name)
-    ref = run_guarded(lambda out: op(at, bt, out=out, reference=True), a.shape, dtype, name)
-    assert_close(fast, ref, dtype, what=f"{name} {dtype}: {device} vs reference")
+    _, ref = device_vs_reference(lambda **kw: op(at, bt, **kw), a.shape, dtype, device, f"{name} {dtype}")
     fn = np.add if name == "add" else np.multiply
     assert_close(ref, fn(round_to(a, dtype), round_to(b, dtype)), dtype, what=f"{name} {dtype}: reference vs numpy")
 

@@ -11,18 +11,9 @@ import pytest
 import markbase as mb
 from markbase._core import ops
 from parity import FLOAT_DTYPES, assert_close, assert_equal, rng, round_to, run_guarded, tensor
+from references.embedding import V, make_ids
 
-V = 50
 DIMS = [1, 3, 31, 32, 33, 257, 4097]
-
-
-def make_ids(T, dtype, seed):
-    ids = rng(seed).integers(0, V, size=T)
-    ids[0] = V - 1  # both ends of the table, and a repeat
-    if T > 2:
-        ids[1] = 0
-        ids[2] = V - 1
-    return ids.astype(np.int32 if dtype == "i32" else np.int64)
 
 
 @pytest.mark.parametrize("scale", [1.0, 39.25])

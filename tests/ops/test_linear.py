@@ -19,10 +19,8 @@ import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import round_to, rng, run_guarded, tensor, to_f64
-
-U32 = 2.0**-24  # f32 unit roundoff
-RTOL = {"f32": 2.0**-23, "bf16": 2.0**-7}
+from parity import run_guarded, tensor, to_f64
+from references.linear import W_DTYPES, X_DTYPES, assert_linear_close, make_inputs, numpy_linear
 
 # (M, K, N): every M in {1, 3, 33} and every K, N in {1, 3, 31, 32, 33, 257, 4097} appears, plus the other
 # x tile heights (M = 2, 4 decode; 6, 7 prefill with 2- and 3-row tail tiles) - not the full cross product.
@@ -32,50 +30,12 @@ SHAPES = [
     (33, 3, 4097), (33, 32, 257), (33, 257, 32), (33, 4097, 1), (33, 1, 33),
     (2, 33, 31), (4, 31, 33), (6, 33, 31), (7, 257, 31),
 ]
-X_DTYPES = ["f32", "bf16"]
-W_DTYPES = ["f32", "bf16", "f16"]
-
-
-def make_inputs(M, K, N, x_dtype, w_dtype, with_bias, seed=0):
-    r = rng(seed + 7 * M + 13 * K + N)
-    x = r.normal(0, 1, size=(M, K)).astype(np.float32)
-    w = r.normal(0, 1, size=(N, K)).astype(np.float32)
-    b = r.normal(0, 1, size=(N,)).astype(np.float32) if with_bias else None
-    return x, w, b
-
-
-def numpy_linear(x, w, b, x_dtype, w_dtype, b_dtype):
-    """float64 reference from the dtype-rounded inputs, and the error scale S = |x|·|w|ᵀ + |b|."""
-    x64, w64 = round_to(x, x_dtype), round_to(w, w_dtype)
-    want = x64 @ w64.T
-    scale = np.abs(x64) @ np.abs(w64).T
-    if b is not None:
-        b64 = round_to(b, b_dtype)
-        want = want + b64
-        scale = scale + np.abs(b64)
-    return want, scale
-
-
-def assert_linear_close(got, want, scale, K, out_dtype, what):
-    g, w = to_f64(got), to_f64(want)
-    assert g.shape == w.shape, f"{what}: shape {g.shape} != {w.shape}"
-    assert np.isfinite(w).all(), f"{what}: expected values are not finite"
-    if not np.isfinite(g).all():
-        raise AssertionError(f"{what}: {np.sum(~np.isfinite(g))} NaN/Inf elements (unwritten output?)")
-    err = np.abs(g - w)
-    limit = RTOL[out_dtype] * np.abs(w) + 4.0 * np.sqrt(K + 1) * U32 * scale
-    if not (err <= limit).all():
-        i = np.unravel_index(np.argmax(err - limit), err.shape)
-        raise AssertionError(f"{what}: mismatch at {i}: got {g[i]!r}, want {w[i]!r}, |err| {err[i]:.3g} > "
-                             f"{limit[i]:.3g} (S = {scale[i]:.3g})")
-
-
 @pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("w_dtype", W_DTYPES)
 @pytest.mark.parametrize("x_dtype", X_DTYPES)
 @pytest.mark.parametrize("M,K,N", SHAPES)
 def test_linear_parity(M, K, N, x_dtype, w_dtype, with_bias, device):
-    x, w, b = make_inputs(M, K, N, x_dtype, w_dtype, with_bias)
+    x, w, b = make_inputs(M, K, N, with_bias)
     b_dtype = w_dtype  # a checkpoint stores bias and weight alike
     xt, wt = tensor(x, x_dtype), tensor(w, w_dtype)
     bt = tensor(b, b_dtype) if b is not None else None
@@ -89,7 +49,7 @@ def test_linear_parity(M, K, N, x_dtype, w_dtype, with_bias, device):
 
 def test_linear_leading_dims_and_mixed_bias_dtype():
     # x: [2, 3, K] -> out [2, 3, N]; an f32 bias with bf16 weights.
-    x, w, b = make_inputs(6, 40, 19, "bf16", "bf16", True, seed=3)
+    x, w, b = make_inputs(6, 40, 19, True, seed=3)
     xt = tensor(x.reshape(2, 3, 40), "bf16")
     fast = ops.linear(xt, tensor(w, "bf16"), tensor(b, "f32"))
     ref = ops.linear(xt, tensor(w, "bf16"), tensor(b, "f32"), reference=True)
@@ -101,7 +61,7 @@ def test_linear_leading_dims_and_mixed_bias_dtype():
 
 def test_linear_readonly_weights():
     # Weights are read-only views of a mapped checkpoint; the kernel must accept them.
-    x, w, _ = make_inputs(2, 65, 9, "f32", "bf16", False)
+    x, w, _ = make_inputs(2, 65, 9, False)
     wt = tensor(w, "bf16").numpy()
     wt.setflags(write=False)
     w_ro = mb.Tensor(wt, dtype="bf16")

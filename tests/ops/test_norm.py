@@ -1,30 +1,13 @@
-"""Parity grid for rms_norm and layer_norm (thresholds: tests/parity.py, widened for the row reduction below)."""
-
-import math
+"""Parity grid for rms_norm and layer_norm (thresholds: tests/parity.py, widened for the row reduction by
+references/norm.py's tol)."""
 
 import numpy as np
 import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import FLOAT_DTYPES, SIZES, TOL, assert_close, rng, round_to, run_guarded, tensor
-
-
-def shapes(D):
-    # One row, a few rows, and a rank-3 batch with enough rows that large D spans several pool chunks.
-    return [(D,), (4, D), (2, 33, D)]
-
-
-def tol(dtype, D):
-    """(rtol, atol) for a kernel that reduces D values per row in f32.
-
-    Both kernels accumulate Σx² (or Σx, Σ(x − mean)²) in f32; with D terms the relative error of such a
-    sum is ~2^-24·√(D/3) for random rounding (4097 terms: ~2e-6), halved again by the ^-0.5. We allow
-    2^-23·√D on top of the per-dtype element threshold (a 3-4σ margin), for both rtol and atol·scale.
-    """
-    r, a = TOL[dtype]
-    extra = 2.0**-23 * math.sqrt(D)
-    return r + extra, a + extra
+from parity import FLOAT_DTYPES, SIZES, assert_close, device_vs_reference, rng, round_to, tensor
+from references.norm import LN_PARAMS, param, shapes, tol
 
 
 def rms_norm_np(x, w, eps):
@@ -43,14 +26,6 @@ def layer_norm_np(x, w, b, eps):
     return y
 
 
-def param(r, D, dtype, loc):
-    """A [D] parameter stored as `dtype` (None: absent) → (argument for ops, float64 values for numpy)."""
-    if dtype is None:
-        return None, None
-    v = r.normal(loc, 0.5, size=(D,)).astype(np.float32)
-    return tensor(v, dtype), round_to(v, dtype)
-
-
 @pytest.mark.parametrize("D", SIZES)
 @pytest.mark.parametrize("wdtype", [None, "f32", "bf16", "f16"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
@@ -62,14 +37,9 @@ def test_rms_norm_parity(dtype, wdtype, D, device):
         x = r.normal(0.5, 2.0, size=shape).astype(np.float32)
         xt = tensor(x, dtype)
         what = f"rms_norm {dtype} w={wdtype} {shape}"
-        fast = run_guarded(lambda out: ops.rms_norm(xt, wt, eps=1e-6, out=out, device=device), shape, dtype, what)
-        ref = run_guarded(lambda out: ops.rms_norm(xt, wt, eps=1e-6, out=out, reference=True), shape, dtype, what)
-        assert_close(fast, ref, dtype, rtol, atol, what=f"{what}: {device} vs reference")
+        _, ref = device_vs_reference(lambda **kw: ops.rms_norm(xt, wt, eps=1e-6, **kw), shape, dtype, device, what,
+                                     rtol, atol)
         assert_close(ref, rms_norm_np(round_to(x, dtype), w64, 1e-6), dtype, rtol, atol, what=f"{what}: reference vs numpy")
-
-
-# (weight dtype, bias dtype): every combination of present / absent, in each storage type.
-LN_PARAMS = [(None, None), ("f32", None), (None, "f32"), ("f32", "f32"), ("bf16", "bf16"), ("f16", "f16")]
 
 
 @pytest.mark.parametrize("D", SIZES)
@@ -85,9 +55,8 @@ def test_layer_norm_parity(dtype, pdtypes, D, device):
         x = r.normal(3.0, 2.0, size=shape).astype(np.float32)
         xt = tensor(x, dtype)
         what = f"layer_norm {dtype} {pdtypes} {shape}"
-        fast = run_guarded(lambda out: ops.layer_norm(xt, wt, bt, eps=1e-5, out=out, device=device), shape, dtype, what)
-        ref = run_guarded(lambda out: ops.layer_norm(xt, wt, bt, eps=1e-5, out=out, reference=True), shape, dtype, what)
-        assert_close(fast, ref, dtype, rtol, atol, what=f"{what}: {device} vs reference")
+        _, ref = device_vs_reference(lambda **kw: ops.layer_norm(xt, wt, bt, eps=1e-5, **kw), shape, dtype, device,
+                                     what, rtol, atol)
         assert_close(ref, layer_norm_np(round_to(x, dtype), w64, b64, 1e-5), dtype, rtol, atol,
                      what=f"{what}: reference vs numpy")
 

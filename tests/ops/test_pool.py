@@ -5,7 +5,8 @@ import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import assert_close, assert_equal, rng, run_guarded
+from parity import assert_close, rng
+from references.pool import pool_device_vs_reference, vision_block_index
 
 
 def pool_np(x, index, num_out, divisor):
@@ -17,24 +18,8 @@ def pool_np(x, index, num_out, divisor):
     return out / divisor
 
 
-def vision_block_index(grid_h, grid_w, max_patches, k=3):
-    """The pooler's output index per patch row, from the spec's formula (§3.1 positions, §3.5 pooling):
-    patch n at grid (row y, col x) (row-major over the grid) goes to (x // k) + (Wp // k)·(y // k) with
-    Wp = max_x + 1; padding rows (position (−1, −1)) are skipped."""
-    ys, xs = np.divmod(np.arange(grid_h * grid_w), grid_w)
-    wp = xs.max() + 1
-    idx = (xs // k) + (wp // k) * (ys // k)
-    return np.concatenate([idx, -np.ones(max_patches - grid_h * grid_w, np.int64)]).astype(np.int32)
-
-
 def check_pool(device, x, index, num_out, divisor, what):
-    N, D = x.shape
-    fast = run_guarded(lambda out: ops.avg_pool_indexed(x, index, num_out=num_out, divisor=divisor, out=out,
-                                                        device=device), (num_out, D), "f32", what)
-    ref = run_guarded(lambda out: ops.avg_pool_indexed(x, index, num_out=num_out, divisor=divisor, out=out,
-                                                       reference=True), (num_out, D), "f32", what)
-    # Both kernels add the same rows in increasing n and divide once: identical bits.
-    assert_equal(fast.numpy(), ref.numpy(), what=f"{what}: {device} vs reference")
+    ref = pool_device_vs_reference(device, x, index, num_out, divisor, what)
     # At most a handful of f32 additions per element (9 for the vision pooler): f32 thresholds.
     assert_close(ref, pool_np(x.astype(np.float64), index, num_out, divisor), "f32", what=f"{what}: reference vs numpy")
 

@@ -18,10 +18,8 @@ import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import FLOAT_DTYPES, HEAD_DIMS, assert_close, rng, round_to, run_guarded, tensor, to_f64
-
-# Unsorted, repeated, zero, large (up to 131072) and one that is not a power of two near the top.
-POSITIONS = np.array([0, 1, 7, 1000, 8191, 131072, 65537, 7, 3], dtype=np.int64)
+from parity import FLOAT_DTYPES, HEAD_DIMS, assert_close, device_vs_reference, rng, round_to, tensor, to_f64
+from references.rope import POSITIONS, TABLES, unrotated_dims, vision_positions
 
 
 def inv_freq_np(theta, denom, count):
@@ -63,20 +61,6 @@ def rope_2d_np(x, pos, theta):
     return y
 
 
-TABLES = {
-    "default": lambda d: ops.rope_inv_freq("default", d, 1e4),
-    "proportional": lambda d: ops.rope_inv_freq("proportional", d, 1e6, 0.25),
-    "partial": lambda d: ops.rope_inv_freq("default", d, 1e4, 0.5),  # d_rot = d/2 < d: the rest passes through
-}
-
-
-def unrotated_dims(inv, d):
-    """Dims the rotation must leave bit-identical: ≥ d_rot, and both members of zero-frequency pairs."""
-    n = len(inv)
-    zero = np.flatnonzero(inv == 0)
-    return np.concatenate([zero, zero + n, np.arange(2 * n, d)]).astype(np.int64)
-
-
 @pytest.mark.parametrize("kind", sorted(TABLES))
 @pytest.mark.parametrize("H", [1, 3, 8])
 @pytest.mark.parametrize("d", HEAD_DIMS)
@@ -86,9 +70,7 @@ def test_rope_parity(dtype, d, H, kind, device):
     x = rng(d * 10 + H).normal(size=(len(POSITIONS), H, d)).astype(np.float32)
     xt = tensor(x, dtype)
     what = f"rope {kind} {dtype} d={d} H={H}"
-    fast = run_guarded(lambda out: ops.rope(xt, POSITIONS, inv, out=out, device=device), x.shape, dtype, what)
-    ref = run_guarded(lambda out: ops.rope(xt, POSITIONS, inv, out=out, reference=True), x.shape, dtype, what)
-    assert_close(fast, ref, dtype, what=f"{what}: {device} vs reference")
+    fast, ref = device_vs_reference(lambda **kw: ops.rope(xt, POSITIONS, inv, **kw), x.shape, dtype, device, what)
     assert_close(ref, rope_np(round_to(x, dtype), POSITIONS, inv), dtype, what=f"{what}: reference vs numpy")
     keep = unrotated_dims(inv, d)
     for got, name in [(fast, device), (ref, "reference")]:
@@ -104,9 +86,8 @@ def test_rope_explicit_positions(dtype, pdtype, device):
     inv = ops.rope_inv_freq("default", 64, 1e4)
     x = rng(11).normal(size=(len(pos), 2, 67)).astype(np.float32)
     xt = tensor(x, dtype)
-    fast = run_guarded(lambda out: ops.rope(xt, pos, inv, out=out, device=device), x.shape, dtype, "rope")
-    ref = run_guarded(lambda out: ops.rope(xt, pos, inv, out=out, reference=True), x.shape, dtype, "rope")
-    assert_close(fast, ref, dtype, what=f"rope positions {dtype} {pdtype.__name__}: {device} vs reference")
+    _, ref = device_vs_reference(lambda **kw: ops.rope(xt, pos, inv, **kw), x.shape, dtype, device,
+                                 f"rope positions {dtype} {pdtype.__name__}")
     assert_close(ref, rope_np(round_to(x, dtype), pos, inv), dtype, what="rope positions: reference vs numpy")
     # Equal positions give equal rotations (rows 1, 2 and 8 share position 5 and get the same x here).
     x[2] = x[1]
@@ -145,9 +126,7 @@ def test_rope_strided_x(layout, device):
         x = r.normal(size=(H, T, d)).astype(np.float32).transpose(1, 0, 2)
     xt = mb.Tensor(x)
     assert not xt.is_contiguous()
-    fast = run_guarded(lambda out: ops.rope(xt, POSITIONS, inv, out=out, device=device), x.shape, "f32", "rope")
-    ref = run_guarded(lambda out: ops.rope(xt, POSITIONS, inv, out=out, reference=True), x.shape, "f32", "rope")
-    assert_close(fast, ref, "f32", what=f"rope {layout}: {device} vs reference")
+    _, ref = device_vs_reference(lambda **kw: ops.rope(xt, POSITIONS, inv, **kw), x.shape, "f32", device, f"rope {layout}")
     assert_close(ref, rope_np(x, POSITIONS, inv), "f32", what=f"rope {layout}: reference vs numpy")
 
 
@@ -203,13 +182,6 @@ def test_inv_freq_proportional(theta, d, p):
 
 # ---- rope_2d ----------------------------------------------------------------------------------------
 
-def vision_positions(pdtype):
-    """A 7-column × 5-row patch grid as (x, y), row-major like the image processor, then 3 padding (−1, −1)."""
-    ys, xs = np.meshgrid(np.arange(5), np.arange(7), indexing="ij")
-    grid = np.stack([xs.ravel(), ys.ravel()], axis=1)
-    return np.concatenate([grid, np.full((3, 2), -1)]).astype(pdtype)
-
-
 @pytest.mark.parametrize("H", [1, 3, 8])
 @pytest.mark.parametrize("d", [64, 72])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
@@ -218,9 +190,7 @@ def test_rope_2d_parity(dtype, d, H, device):
     x = rng(d + H).normal(size=(len(pos), H, d)).astype(np.float32)
     xt = tensor(x, dtype)
     what = f"rope_2d {dtype} d={d} H={H}"
-    fast = run_guarded(lambda out: ops.rope_2d(xt, pos, 100.0, out=out, device=device), x.shape, dtype, what)
-    ref = run_guarded(lambda out: ops.rope_2d(xt, pos, 100.0, out=out, reference=True), x.shape, dtype, what)
-    assert_close(fast, ref, dtype, what=f"{what}: {device} vs reference")
+    _, ref = device_vs_reference(lambda **kw: ops.rope_2d(xt, pos, 100.0, **kw), x.shape, dtype, device, what)
     assert_close(ref, rope_2d_np(round_to(x, dtype), pos, 100.0), dtype, what=f"{what}: reference vs numpy")
 
 

@@ -7,51 +7,22 @@ import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import assert_equal, rng
+from parity import rng
+from references.topk import SPECIAL_ROWS, check, make
 
 # (N, k) for N in {1, 3, 33, 128, 257} and k in {1, 8, N} with k <= N (k > N is an error, tested below).
 NK = sorted({(N, k) for N in [1, 3, 33, 128, 257] for k in (1, 8, N) if k <= N})
 
 
-def numpy_topk(x, k):
-    """Stable argsort of -x (ties: lower index first), with NaNs moved ahead of everything in index order."""
-    nan = np.isnan(x)
-    key = np.where(nan, 0.0, -x.astype(np.float64))
-    cols = np.arange(x.shape[1])
-    order = np.stack([np.lexsort((cols, key[r], ~nan[r])) for r in range(x.shape[0])])[:, :k]
-    return np.take_along_axis(x, order, axis=1), order.astype(np.int32)
-
-
-def check(x, k, device):
-    want_v, want_i = numpy_topk(x, k)
-    for what, kw in (("fast", {"device": device}), ("reference", {"reference": True})):
-        v, i = ops.topk(x, k, **kw)
-        assert v.dtype == "f32" and i.dtype == "i32" and v.shape == (x.shape[0], k) == i.shape
-        assert_equal(i.numpy(), want_i, what=f"topk {what} indices N={x.shape[1]} k={k}")
-        # Compare bit patterns so NaN == NaN and -0.0 != +0.0 would both be noticed.
-        assert_equal(v.numpy().view(np.uint32), want_v.view(np.uint32), what=f"topk {what} values N={x.shape[1]} k={k}")
-
-
 @pytest.mark.parametrize("N,k", NK)
 @pytest.mark.parametrize("data", ["normal", "ties"])
 def test_topk_parity(data, N, k, device):
-    r = rng(N)
-    if data == "normal":
-        x = r.normal(size=(5, N)).astype(np.float32)
-    else:  # few distinct values: many ties, which must keep index order
-        x = r.integers(-3, 4, size=(5, N)).astype(np.float32)
-    check(x, k, device)
+    check(make(data, 5, N, seed=N), k, device, data)
 
 
 def test_topk_nan_inf_and_signed_zero(device):
-    x = np.array([
-        [1.0, np.nan, 3.0, np.inf, np.nan, -np.inf, 3.0, 0.0],
-        [-0.0, 0.0, -0.0, np.nan, 2.0, 2.0, -1.0, np.inf],
-        [np.nan] * 8,
-        [-np.inf] * 8,
-    ], np.float32)
     for k in (1, 2, 3, 5, 8):
-        check(x, k, device)
+        check(SPECIAL_ROWS, k, device, "special")
 
 
 def test_topk_long_rows_and_many_rows(device):

@@ -170,76 +170,69 @@ MB_NORM_AVX2 void ln_row_avx2(const T* x, const P* w, const P* b, T* y, int64_t 
 }
 #endif
 
+// ---- Row loops -------------------------------------------------------------------------------
+
+// Calls row(x_row, w, b, y_row, D) for every row of x / out ([rows, D]), with x's storage type and the
+// parameters' (w and b are null when absent; b always is for RMSNorm): rows in order for the reference
+// kernels, split across the pool for the fast ones.
+template <class Row>
+void for_each_norm_row(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out, bool parallel,
+                       const Row& row) {
+  const int64_t D = x.size(-1), rows = x.numel() / D;
+  dispatch_float(x.dtype(), [&](auto xtag) {
+    using T = decltype(xtag);
+    dispatch_float(param_dtype(weight, bias), [&](auto ptag) {
+      using P = decltype(ptag);
+      const T* xs = x.data_as<const T>();
+      T* ys = out.data_as<T>();
+      const P* w = param_ptr<P>(weight);
+      const P* b = param_ptr<P>(bias);
+      const auto one = [&](int64_t r) { row(xs + r * D, w, b, ys + r * D, D); };
+      if (parallel) {
+        for_each_row(rows, D, one);
+      } else {
+        for (int64_t r = 0; r < rows; ++r) one(r);
+      }
+    });
+  });
+}
+
 }  // namespace
 
 void rms_norm_ref(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
-  const int64_t D = x.size(-1), rows = x.numel() / D;
-  dispatch_float(x.dtype(), [&](auto xtag) {
-    using T = decltype(xtag);
-    dispatch_float(param_dtype(weight), [&](auto wtag) {
-      using W = decltype(wtag);
-      const T* xs = x.data_as<const T>();
-      T* ys = out.data_as<T>();
-      const W* w = param_ptr<W>(weight);
-      for (int64_t r = 0; r < rows; ++r) rms_row_scalar(xs + r * D, w, ys + r * D, D, eps);
-    });
-  });
+  for_each_norm_row(x, weight, Tensor(), out, /*parallel=*/false,
+                    [&](const auto* xr, const auto* w, const auto*, auto* yr, int64_t D) {
+                      rms_row_scalar(xr, w, yr, D, eps);
+                    });
 }
 
 void rms_norm_fast(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
-  const int64_t D = x.size(-1), rows = x.numel() / D;
   [[maybe_unused]] const bool simd = norm_simd::available();
-  dispatch_float(x.dtype(), [&](auto xtag) {
-    using T = decltype(xtag);
-    dispatch_float(param_dtype(weight), [&](auto wtag) {
-      using W = decltype(wtag);
-      const T* xs = x.data_as<const T>();
-      T* ys = out.data_as<T>();
-      const W* w = param_ptr<W>(weight);
-      for_each_row(rows, D, [&](int64_t r) {
+  for_each_norm_row(x, weight, Tensor(), out, /*parallel=*/true,
+                    [&](const auto* xr, const auto* w, const auto*, auto* yr, int64_t D) {
 #if defined(__x86_64__)
-        if (simd) return rms_row_avx2(xs + r * D, w, ys + r * D, D, eps);
+                      if (simd) return rms_row_avx2(xr, w, yr, D, eps);
 #endif
-        rms_row_scalar(xs + r * D, w, ys + r * D, D, eps);
-      });
-    });
-  });
+                      rms_row_scalar(xr, w, yr, D, eps);
+                    });
 }
 
 void layer_norm_ref(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {
-  const int64_t D = x.size(-1), rows = x.numel() / D;
-  dispatch_float(x.dtype(), [&](auto xtag) {
-    using T = decltype(xtag);
-    dispatch_float(param_dtype(weight, bias), [&](auto ptag) {
-      using P = decltype(ptag);
-      const T* xs = x.data_as<const T>();
-      T* ys = out.data_as<T>();
-      const P* w = param_ptr<P>(weight);
-      const P* b = param_ptr<P>(bias);
-      for (int64_t r = 0; r < rows; ++r) ln_row_scalar(xs + r * D, w, b, ys + r * D, D, eps);
-    });
-  });
+  for_each_norm_row(x, weight, bias, out, /*parallel=*/false,
+                    [&](const auto* xr, const auto* w, const auto* b, auto* yr, int64_t D) {
+                      ln_row_scalar(xr, w, b, yr, D, eps);
+                    });
 }
 
 void layer_norm_fast(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {
-  const int64_t D = x.size(-1), rows = x.numel() / D;
   [[maybe_unused]] const bool simd = norm_simd::available();
-  dispatch_float(x.dtype(), [&](auto xtag) {
-    using T = decltype(xtag);
-    dispatch_float(param_dtype(weight, bias), [&](auto ptag) {
-      using P = decltype(ptag);
-      const T* xs = x.data_as<const T>();
-      T* ys = out.data_as<T>();
-      const P* w = param_ptr<P>(weight);
-      const P* b = param_ptr<P>(bias);
-      for_each_row(rows, D, [&](int64_t r) {
+  for_each_norm_row(x, weight, bias, out, /*parallel=*/true,
+                    [&](const auto* xr, const auto* w, const auto* b, auto* yr, int64_t D) {
 #if defined(__x86_64__)
-        if (simd) return ln_row_avx2(xs + r * D, w, b, ys + r * D, D, eps);
+                      if (simd) return ln_row_avx2(xr, w, b, yr, D, eps);
 #endif
-        ln_row_scalar(xs + r * D, w, b, ys + r * D, D, eps);
-      });
-    });
-  });
+                      ln_row_scalar(xr, w, b, yr, D, eps);
+                    });
 }
 
 }  // namespace mb::cpu

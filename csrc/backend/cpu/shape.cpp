@@ -14,15 +14,25 @@
 
 namespace mb::cpu {
 
-void copy_ref(const Tensor& src, Tensor& dst) { copy_into(src, dst); }
+namespace {
 
-void concat_ref(const std::vector<Tensor>& tensors, int64_t dim, Tensor& out) {
+// Concat as copies: each tensor into its slice of out along dim, with `copy` (the reference or the fast one).
+void concat_by_copies(const std::vector<Tensor>& tensors, int64_t dim, Tensor& out,
+                      void (*copy)(const Tensor& src, Tensor& dst)) {
   int64_t off = 0;
   for (const Tensor& t : tensors) {
     Tensor part = out.slice(dim, off, off + t.size(dim));
-    copy_into(t, part);
+    copy(t, part);
     off += t.size(dim);
   }
+}
+
+}  // namespace
+
+void copy_ref(const Tensor& src, Tensor& dst) { copy_into(src, dst); }
+
+void concat_ref(const std::vector<Tensor>& tensors, int64_t dim, Tensor& out) {
+  concat_by_copies(tensors, dim, out, copy_ref);
 }
 
 namespace {
@@ -122,12 +132,7 @@ void copy_fast(const Tensor& src, Tensor& dst) {
 }
 
 void concat_fast(const std::vector<Tensor>& tensors, int64_t dim, Tensor& out) {
-  int64_t off = 0;
-  for (const Tensor& t : tensors) {
-    Tensor part = out.slice(dim, off, off + t.size(dim));
-    copy_fast(t, part);
-    off += t.size(dim);
-  }
+  concat_by_copies(tensors, dim, out, copy_fast);
 }
 
 }  // namespace mb::cpu

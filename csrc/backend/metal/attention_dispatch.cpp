@@ -40,29 +40,20 @@ uint32_t checked_u32(int64_t n, const char* what) {
   return uint32_t(n);
 }
 
-// The bytes a [S, Hkv, d] view with a unit last stride touches, and where its element [0, 0, 0] lies in
-// them (strides may be negative or exceed the shape: a slice of a larger cache).
+// A [S, Hkv, d] k / v view with a unit last stride, bound as the bytes it touches (strides may be
+// negative or exceed the shape: a slice of a larger cache), with its row and head strides.
 struct StridedSpan {
-  BufferBinding binding;
-  uint32_t offset = 0;  // elements from the binding's start to element [0, 0, 0]
+  StridedBinding span;
   int32_t stride_s = 0, stride_h = 0;
 };
 
 StridedSpan span_of(const Tensor& t, const char* name) {
   StridedSpan sp;
+  sp.span = bind_strided(t, /*writable=*/false, "attention", name);
   if (t.numel() == 0) return sp;  // nothing is read
-  int64_t lo = 0, hi = 0;         // element offsets of the first and last row starts
-  for (int64_t dim = 0; dim < 2; ++dim) {
-    const int64_t ext = t.stride(dim) * (t.size(dim) - 1);
-    (ext < 0 ? lo : hi) += ext;
-  }
-  const int64_t elems = hi - lo + t.size(2);
   const int64_t i32_max = std::numeric_limits<int32_t>::max();
-  if (elems > i32_max || std::abs(t.stride(0)) > i32_max || std::abs(t.stride(1)) > i32_max)
-    throw DeviceError(cat("attention: ", name, " ", t.describe(), " spans ", elems,
-                          " elements, beyond the Metal kernels' 32-bit offsets"));
-  sp.binding = {static_cast<float*>(t.data()) + lo, size_t(elems) * sizeof(float), false, t.owner()};
-  sp.offset = uint32_t(-lo);
+  if (std::abs(t.stride(0)) > i32_max || std::abs(t.stride(1)) > i32_max)
+    throw DeviceError(cat("attention: ", name, " ", t.describe(), " has strides beyond the Metal kernels' 32-bit offsets"));
   sp.stride_s = int32_t(t.stride(0));
   sp.stride_h = int32_t(t.stride(1));
   return sp;
@@ -91,10 +82,10 @@ void attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tensor
   a.group = uint32_t(Hq / Hkv);
   a.d = uint32_t(d);
   a.S = checked_u32(S, "S");
-  a.k_offset = ks.offset;
+  a.k_offset = uint32_t(ks.span.offset);
   a.k_stride_s = ks.stride_s;
   a.k_stride_h = ks.stride_h;
-  a.v_offset = vs.offset;
+  a.v_offset = uint32_t(vs.span.offset);
   a.v_stride_s = vs.stride_s;
   a.v_stride_h = vs.stride_h;
   a.scale = p.scale;
@@ -105,7 +96,7 @@ void attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tensor
   a.block_overrides_window = p.block_overrides_window ? 1 : 0;
   a.has_blocks = q_block ? 1 : 0;
 
-  std::vector<BufferBinding> inputs = {BufferBinding::input(q), ks.binding, vs.binding, BufferBinding::input(q_pos),
+  std::vector<BufferBinding> inputs = {BufferBinding::input(q), ks.span.binding, vs.span.binding, BufferBinding::input(q_pos),
                                        BufferBinding::input(k_pos), optional_input(q_block), optional_input(k_block),
                                        BufferBinding::output(out)};
   const std::string dsuffix = cat("_d", var.max_d, "_f32");

@@ -1,10 +1,28 @@
 #include "backend/metal/launcher.h"
 
+#include <limits>
+
 #include "backend/metal/launcher_mtl.h"
 #include "backend/metal/launcher_sim.h"
 #include "core/errors.h"
+#include "ops/check.h"
 
 namespace mb::metal {
+
+StridedBinding bind_strided(const Tensor& t, bool writable, const char* op, const char* name) {
+  StridedBinding s;
+  if (t.numel() == 0) return s;  // nothing is touched
+  const char *lo, *hi;
+  ops::byte_span(t, &lo, &hi);
+  const int64_t item = int64_t(dtype_itemsize(t.dtype()));
+  const int64_t elems = (hi - lo) / item;
+  if (elems > int64_t(std::numeric_limits<int32_t>::max()))
+    throw DeviceError(cat(op, ": ", name, " ", t.describe(), " spans ", elems,
+                          " elements, beyond the Metal kernels' 32-bit offsets"));
+  s.binding = {const_cast<char*>(lo), size_t(hi - lo), writable, t.owner()};
+  s.offset = int32_t((static_cast<const char*>(t.data()) - lo) / item);
+  return s;
+}
 
 #ifndef MARKBASE_HAS_METAL
 bool mtl_available(std::string* why) {

@@ -37,6 +37,16 @@ struct BufferBinding {
   static BufferBinding output(Tensor& t) { return {t.data(), t.nbytes(), true, t.owner()}; }
 };
 
+// A view with any strides (negative ones too) bound as the bytes its elements can touch
+// (ops::byte_span), and where its element 0 lies in them; an empty view gets an empty binding.
+struct StridedBinding {
+  BufferBinding binding;
+  int32_t offset = 0;  // elements from the binding's start to t.data()
+};
+// DeviceError naming `op` and the operand `name` if the span holds more than 2^31 − 1 elements (the
+// kernels index it with 32-bit signed offsets).
+StridedBinding bind_strided(const Tensor& t, bool writable, const char* op, const char* name);
+
 struct Size3 {
   uint32_t x = 1, y = 1, z = 1;
   uint64_t count() const { return uint64_t(x) * y * z; }

@@ -9,7 +9,6 @@
 #include <cstring>
 #include "core/errors.h"
 #include "kernel_args.h"
-#include "ops/check.h"
 
 namespace mb::metal {
 
@@ -43,27 +42,9 @@ int32_t checked_i32(int64_t v, const char* op, const char* what) {
   return int32_t(v);
 }
 
-// A tensor bound as the byte span its elements cover (any strides); `offset` is the element index of
-// t.data() inside that span.
-struct SpanBinding {
-  BufferBinding binding;
-  int32_t offset = 0;
-};
-
-SpanBinding bind_span(const Tensor& t, const char* op, const char* name) {
-  const char *lo, *hi;
-  ops::byte_span(t, &lo, &hi);
-  const int64_t item = int64_t(dtype_itemsize(t.dtype()));
-  checked_i32((hi - lo) / item, op, cat(name, " span (elements)").c_str());
-  SpanBinding s;
-  s.binding = {const_cast<char*>(lo), size_t(hi - lo), false, t.owner()};
-  s.offset = checked_i32((static_cast<const char*>(t.data()) - lo) / item, op, name);
-  return s;
-}
-
 // Fills the launch shape and the fields shared by rope and rope_2d.
 void common_args(KernelLauncher& L, Dispatch& d, RopeArgs& a, const Tensor& x, const Tensor& positions,
-                 const SpanBinding& xs, const SpanBinding& ps, uint32_t pairs, uint32_t items, const char* op) {
+                 const StridedBinding& xs, const StridedBinding& ps, uint32_t pairs, uint32_t items, const char* op) {
   const int64_t T = x.size(0), H = x.size(1), D = x.size(2);
   checked_i32(x.numel(), op, "element count of x");
   a.tokens = uint32_t(T);
@@ -92,7 +73,7 @@ void common_args(KernelLauncher& L, Dispatch& d, RopeArgs& a, const Tensor& x, c
 void rope(KernelLauncher& L, const Tensor& x, const Tensor& positions, const Tensor& inv_freq, Tensor& out) {
   if (x.numel() == 0) return;
   const int64_t D = x.size(2), n = inv_freq.size(0);
-  const SpanBinding xs = bind_span(x, "rope", "x"), ps = bind_span(positions, "rope", "positions");
+  const StridedBinding xs = bind_strided(x, false, "rope", "x"), ps = bind_strided(positions, false, "rope", "positions");
   Dispatch d;
   d.kernel = cat("rope_", position_variant(positions.dtype(), "rope"), "_", dtype_suffix(x.dtype(), "rope"));
   d.buffers = {xs.binding, ps.binding, BufferBinding::input(inv_freq), BufferBinding::output(out)};
@@ -109,7 +90,8 @@ void rope_2d(KernelLauncher& L, const Tensor& x, const Tensor& positions, const 
   if (x.numel() == 0) return;
   const int64_t q = x.size(2) / 4;
   if (int64_t(inv_freq.size()) != q) throw InputError(cat("internal: rope_2d needs ", q, " frequencies, got ", inv_freq.size()));
-  const SpanBinding xs = bind_span(x, "rope_2d", "x"), ps = bind_span(positions, "rope_2d", "positions");
+  const StridedBinding xs = bind_strided(x, false, "rope_2d", "x"),
+                       ps = bind_strided(positions, false, "rope_2d", "positions");
   Dispatch d;
   d.kernel = cat("rope_2d_", position_variant(positions.dtype(), "rope_2d"), "_", dtype_suffix(x.dtype(), "rope_2d"));
   // The frequencies go into a tensor the command buffer keeps alive (the caller's vector may not be).

@@ -6,7 +6,6 @@
 #include "ops/copy_layout.h"
 #include "core/errors.h"
 #include "kernel_args.h"
-#include "ops/check.h"
 
 namespace mb::metal {
 
@@ -19,25 +18,6 @@ constexpr int kCopyRank = 4;            // dimensions a CopyArgs describes
 
 using ops::CopyLayout;
 using ops::coalesce;
-
-// The bytes a view can touch, bound as one buffer; `base` = element offset of the view's element 0 in it.
-struct Span {
-  BufferBinding binding;
-  int64_t base = 0;
-};
-
-Span span_of(const Tensor& t, bool writable, const char* op) {
-  const char *lo, *hi;
-  ops::byte_span(t, &lo, &hi);
-  const int64_t item = int64_t(dtype_itemsize(t.dtype()));
-  Span s;
-  s.binding = {const_cast<char*>(lo), size_t(hi - lo), writable, t.owner()};
-  s.base = (static_cast<const char*>(t.data()) - lo) / item;
-  if (int64_t(hi - lo) / item > int64_t(std::numeric_limits<int32_t>::max()))
-    throw DeviceError(cat(op, ": the view ", t.describe(), " spans more than 2^31 elements, beyond the Metal kernels' "
-                          "32-bit offsets"));
-  return s;
-}
 
 const char* float_suffix(DType t) {
   switch (t) {
@@ -58,7 +38,8 @@ void copy_strided(KernelLauncher& L, const Tensor& src, Tensor& dst, const char*
   const int64_t n = src.numel();
   if (n == 0) return;
   const CopyLayout lay = coalesce(src, dst);
-  const Span s = span_of(src, false, op), t = span_of(dst, true, op);
+  const StridedBinding s = bind_strided(src, /*writable=*/false, op, "input"),
+                       t = bind_strided(dst, /*writable=*/true, op, "output");
   const int rank = int(lay.shape.size());
   const int outer = rank > kCopyRank ? rank - kCopyRank : 0;  // dimensions walked here, one dispatch each
   CopyArgs a{};
@@ -82,7 +63,7 @@ void copy_strided(KernelLauncher& L, const Tensor& src, Tensor& dst, const char*
   // More than 4 dimensions left after coalescing: one dispatch per index of the outer ones (odometer).
   std::vector<int64_t> idx(size_t(outer), 0);
   for (;;) {
-    int64_t so = s.base, dof = t.base;
+    int64_t so = s.offset, dof = t.offset;
     for (int k = 0; k < outer; ++k) {
       so += idx[size_t(k)] * lay.ss[size_t(k)];
       dof += idx[size_t(k)] * lay.ds[size_t(k)];
