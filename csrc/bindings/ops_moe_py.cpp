@@ -2,7 +2,6 @@
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
 #include "ops/moe.h"
-#include "ops/sync.h"
 
 namespace mb::py_bind {
 namespace {
@@ -14,11 +13,7 @@ void bind(py::module_& m) {
     Tensor ids = as_tensor(io, "route_weights", "ids");
     Tensor scale = as_tensor(so, "route_weights", "scale");
     Tensor y = out_or_empty(out, "route_weights", DType::F32, w.shape());
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::route_weights(w, ids, scale, y, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::route_weights(w, ids, scale, y, ex); });
     return y;
   }, py::arg("w"), py::arg("ids"), py::arg("scale"), py::kw_only(), py::arg("out") = py::none(),
      py::arg("device") = "cpu", py::arg("reference") = false,
@@ -31,11 +26,7 @@ void bind(py::module_& m) {
     Tensor index = as_tensor(io, "index_add", "index");
     Tensor src = as_tensor(so, "index_add", "src");
     std::optional<Tensor> weight = as_optional_tensor(wo, "index_add", "weight");
-    Exec ex = make_exec(device, reference);
-    ops::CommandScope sync(ex);  // Python gets finished results
-    py::gil_scoped_release nogil;
-    ops::index_add(y, index, src, weight ? &*weight : nullptr, ex);
-    sync.finish();
+    run_ops(device, reference, [&](const Exec& ex) { ops::index_add(y, index, src, weight ? &*weight : nullptr, ex); });
     return y;
   }, py::arg("out"), py::arg("index"), py::arg("src"), py::arg("weight") = py::none(), py::kw_only(),
      py::arg("device") = "cpu", py::arg("reference") = false,
