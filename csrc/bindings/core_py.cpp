@@ -163,7 +163,9 @@ void bind_core(py::module_& m) {
   });
 
   m.attr("__version__") = MARKBASE_VERSION;
-  m.def("devices", &built_devices, "Backends compiled into this build, in order of preference.");
+  m.def("devices", &built_devices, "Backends this build can run here (metal needs a Metal GPU), in order of preference.");
+  m.def("check_device", [](const std::string& name) { device_from_name(name); },
+        "Raises DeviceError saying why `name` cannot run here (unknown, not built, or no Metal GPU).");
   m.def("num_threads", [] { return ThreadPool::global().num_threads(); },
         "Worker threads of the CPU pool (MARKBASE_NUM_THREADS, default: all cores).");
 

@@ -21,7 +21,8 @@ const char* device_name(Device d) {
 std::vector<std::string> built_devices() {
   std::vector<std::string> out;
 #ifdef MARKBASE_HAS_METAL
-  out.push_back("metal");
+  // Built is not enough: a Mac without a usable GPU (some CI VMs) cannot run it.
+  if (metal::mtl_available(nullptr)) out.push_back("metal");
 #endif
   out.push_back("cpu");
 #ifdef MARKBASE_HAS_METAL_SIM

@@ -17,7 +17,7 @@ struct Exec {
 const char* device_name(Device d);
 // Parses "cpu", "metal-sim", "metal"; throws DeviceError if the name is unknown or not built in.
 Device device_from_name(std::string_view name);
-// The backends compiled into this build, in preference order for device="auto".
+// The backends this build can run here (compiled in; for metal, a Metal GPU present), in preference order.
 std::vector<std::string> built_devices();
 
 }  // namespace mb

@@ -18,7 +18,9 @@ __version__: str = _core.__version__
 
 
 def devices() -> list[str]:
-    """The backends built into this installation, in order of preference (for device="auto")."""
+    """The backends this installation can run here, in order of preference: "metal" (built on macOS and a
+    Metal GPU present), "cpu", "metal-sim" (built when clang 22+ was found). device="auto" selects "cpu"
+    until the Metal backend has been verified on Apple hardware."""
     return list(_core.devices())
 
 

@@ -31,8 +31,7 @@ def _resolve_device(device: str) -> str:
         return "cpu"
     if device not in ("cpu", "metal", "metal-sim"):
         raise DeviceError(f"unknown device '{device}' (expected auto, cpu, metal or metal-sim)")
-    if device not in _core.devices():
-        raise DeviceError(f"device '{device}' is not built into this markbase (built: {', '.join(_core.devices())})")
+    _core.check_device(device)  # DeviceError saying why it cannot run here
     return device
 
 
