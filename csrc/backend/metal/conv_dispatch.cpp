@@ -16,15 +16,6 @@ static_assert(sizeof(Conv2dArgs) == 14 * 4 && sizeof(DepthwiseConv1dArgs) == 3 *
 // conv2d: output positions per threadgroup (one thread each).
 constexpr uint32_t kConvThreads = 256;
 
-const char* weight_suffix(DType t) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    default: throw InputError(cat("internal: no convolution Metal kernel for weight dtype ", dtype_name(t)));
-  }
-}
-
 uint32_t bias_kind(const Tensor& bias) {
   if (!bias.defined()) return kConvBiasNone;
   switch (bias.dtype()) {
@@ -75,7 +66,7 @@ void conv2d(KernelLauncher& L, const Tensor& x, const Tensor& w, const Tensor& b
   const int64_t plane = out.size(2) * out.size(3);
   const uint32_t threads = round_up_to_simd(plane, kConvThreads);  // small images: no idle simdgroups
   Dispatch d;
-  d.kernel = cat("conv2d_direct_", weight_suffix(w.dtype()));
+  d.kernel = cat("conv2d_direct_", kernel_dtype_suffix(w.dtype(), "convolution"));
   // Without a bias the kernel never reads buffer(2); w stands in for it (Metal needs a buffer there).
   d.buffers = {BufferBinding::input(x), BufferBinding::input(w), BufferBinding::input(bias.defined() ? bias : w),
                BufferBinding::output(out)};
@@ -92,7 +83,7 @@ void depthwise_conv1d_causal(KernelLauncher& L, const Tensor& x, const Tensor& w
   const int64_t T = x.size(0), C = x.size(1);
   const uint32_t threads = round_up_to_simd(C, kDwMaxThreads);
   Dispatch d;
-  d.kernel = cat("depthwise_conv1d_causal_direct_", weight_suffix(w.dtype()));
+  d.kernel = cat("depthwise_conv1d_causal_direct_", kernel_dtype_suffix(w.dtype(), "convolution"));
   d.buffers = {BufferBinding::input(x), BufferBinding::input(w), BufferBinding::output(out)};
   d.set_args(DepthwiseConv1dArgs{u32(T), u32(C), u32(w.size(2))});
   d.grid = {u32((C + threads - 1) / threads), u32((T + kDwRows - 1) / kDwRows), 1};

@@ -16,15 +16,6 @@ constexpr uint32_t kElementsPerThread = 4;
 
 static_assert(sizeof(UnaryArgs) == 12 && sizeof(BinaryArgs) == 8, "kernel_args.h layout changed");
 
-const char* dtype_suffix(DType t) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    default: throw InputError(cat("internal: no elementwise Metal kernel for dtype ", dtype_name(t)));
-  }
-}
-
 uint32_t checked_u32(int64_t n, const char* op) {
   if (n < 0 || n > int64_t(std::numeric_limits<uint32_t>::max()))
     throw DeviceError(cat(op, ": ", n, " elements exceed the Metal kernels' 32-bit index range"));
@@ -43,7 +34,7 @@ void unary(KernelLauncher& L, const Tensor& x, Tensor& out, const ops::UnaryPara
   const uint32_t n = checked_u32(x.numel(), op);
   if (n == 0) return;
   Dispatch d;
-  d.kernel = cat(op, "_contig_", dtype_suffix(x.dtype()));
+  d.kernel = cat(op, "_contig_", kernel_dtype_suffix(x.dtype(), "elementwise"));
   d.buffers = {BufferBinding::input(x), BufferBinding::output(out)};
   d.set_args(UnaryArgs{n, p.a, p.b});
   d.grid = grid_for(n);
@@ -57,7 +48,7 @@ void binary(KernelLauncher& L, const Tensor& a, const Tensor& b, Tensor& out, op
   const uint32_t nb = checked_u32(b.numel(), op);
   if (n == 0) return;
   Dispatch d;
-  d.kernel = cat(op, nb == n ? "_same_" : "_row_", dtype_suffix(a.dtype()));
+  d.kernel = cat(op, nb == n ? "_same_" : "_row_", kernel_dtype_suffix(a.dtype(), "elementwise"));
   d.buffers = {BufferBinding::input(a), BufferBinding::input(b), BufferBinding::output(out)};
   d.set_args(BinaryArgs{n, nb});
   d.grid = grid_for(n);

@@ -15,17 +15,6 @@ static_assert(sizeof(EmbeddingArgs) == 12, "kernel_args.h layout changed");
 constexpr uint32_t kThreadsPerGroup = 256;
 constexpr uint32_t kElementsPerThread = 4;
 
-const char* dtype_suffix(DType t) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
-    default: throw InputError(cat("internal: no embedding Metal kernel for dtype ", dtype_name(t)));
-  }
-}
-
 }  // namespace
 
 void embedding(KernelLauncher& L, const Tensor& table, const Tensor& ids, Tensor& out, float scale) {
@@ -36,7 +25,7 @@ void embedding(KernelLauncher& L, const Tensor& table, const Tensor& ids, Tensor
     throw DeviceError(cat("embedding: [", T, ", ", D, "] exceeds the Metal kernel's 32-bit sizes"));
   const uint64_t per_group = uint64_t(kThreadsPerGroup) * kElementsPerThread;
   Dispatch d;
-  d.kernel = cat("embedding_gather_", dtype_suffix(table.dtype()), "_", dtype_suffix(ids.dtype()), "_", dtype_suffix(out.dtype()));
+  d.kernel = cat("embedding_gather_", kernel_dtype_suffix(table.dtype(), "embedding"), "_", kernel_dtype_suffix(ids.dtype(), "embedding"), "_", kernel_dtype_suffix(out.dtype(), "embedding"));
   d.buffers = {BufferBinding::input(table), BufferBinding::input(ids), BufferBinding::output(out)};
   d.set_args(EmbeddingArgs{uint32_t(T), uint32_t(D), scale});
   d.grid = {uint32_t((uint64_t(D) + per_group - 1) / per_group), uint32_t(T), 1};

@@ -46,6 +46,17 @@ KernelLauncher& launcher_for(Device d) {
   throw DeviceError(cat("device ", device_name(d), " has no Metal kernel launcher"));
 }
 
+const char* kernel_dtype_suffix(DType t, const char* op) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::I32: return "i32";
+    case DType::I64: return "i64";
+    default: throw InputError(cat("internal: no ", op, " Metal kernel for dtype ", dtype_name(t)));
+  }
+}
+
 void synchronize_device(Device d) {
   if (d == Device::MetalSim || d == Device::Metal) launcher_for(d).synchronize();
 }

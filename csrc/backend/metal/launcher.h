@@ -91,6 +91,10 @@ class KernelLauncher {
 // The launcher behind a device; DeviceError if that backend is not part of this build.
 KernelLauncher& launcher_for(Device d);
 
+// The dtype part of a kernel name: f32, f16, bf16, i32 or i64; InputError naming `op` for any other
+// (the front doors only pass dtypes their kernels exist for).
+const char* kernel_dtype_suffix(DType t, const char* op);
+
 // Synchronizes the launcher of `d` when it is a Metal device (no-op for the CPU).
 void synchronize_device(Device d);
 

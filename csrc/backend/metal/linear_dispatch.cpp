@@ -21,15 +21,6 @@ constexpr uint32_t kTile = 32;             // out tile of simdmm and tiled: 32 x
 constexpr uint32_t kSimdmmThreads = 128;
 constexpr uint32_t kTiledThreads = 256;
 
-const char* dtype_suffix(DType t) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    default: throw InputError(cat("internal: no linear Metal kernel for dtype ", dtype_name(t)));
-  }
-}
-
 // The kernels index with 32-bit products (m*K + k, n*K + k, m*N + n).
 uint32_t checked_u32(int64_t n, const char* what) {
   if (n < 0 || n > int64_t(std::numeric_limits<uint32_t>::max()))
@@ -63,7 +54,7 @@ void linear(KernelLauncher& L, const Tensor& x, const Tensor& w, const Tensor* b
   const char* variant = linear_variant(M);
 
   Dispatch d;
-  d.kernel = cat("linear_", variant, "_", dtype_suffix(x.dtype()), "_", dtype_suffix(w.dtype()), "_", dtype_suffix(b.dtype()));
+  d.kernel = cat("linear_", variant, "_", kernel_dtype_suffix(x.dtype(), "linear"), "_", kernel_dtype_suffix(w.dtype(), "linear"), "_", kernel_dtype_suffix(b.dtype(), "linear"));
   d.buffers = {BufferBinding::input(x), BufferBinding::input(w), BufferBinding::input(b), BufferBinding::output(out)};
   d.set_args(args);
   if (std::strcmp(variant, "matvec") == 0) {

@@ -14,15 +14,6 @@ namespace {
 
 static_assert(sizeof(NormArgs) == 20, "kernel_args.h layout changed");
 
-const char* dtype_suffix(DType t, const char* op) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    default: throw InputError(cat("internal: no ", op, " Metal kernel for dtype ", dtype_name(t)));
-  }
-}
-
 // Storage of the optional [D] parameters: the one given, or f32 (never read) if there are none.
 DType param_dtype(const Tensor& a, const Tensor& b = {}) {
   if (a.defined()) return a.dtype();
@@ -54,7 +45,7 @@ void rms_norm(KernelLauncher& L, const Tensor& x, const Tensor& weight, float ep
   if (n == 0) return;
   const uint32_t cols = uint32_t(x.size(-1)), rows = n / cols;
   Dispatch d;
-  d.kernel = cat("rms_norm_w", dtype_suffix(param_dtype(weight), "rms_norm"), "_", dtype_suffix(x.dtype(), "rms_norm"));
+  d.kernel = cat("rms_norm_w", kernel_dtype_suffix(param_dtype(weight), "rms_norm"), "_", kernel_dtype_suffix(x.dtype(), "rms_norm"));
   d.buffers = {BufferBinding::input(x), optional_input(weight), BufferBinding::output(out)};
   d.set_args(NormArgs{rows, cols, eps, weight.defined() ? 1u : 0u, 0u});
   d.grid = {rows, 1, 1};
@@ -67,8 +58,8 @@ void layer_norm(KernelLauncher& L, const Tensor& x, const Tensor& weight, const 
   if (n == 0) return;
   const uint32_t cols = uint32_t(x.size(-1)), rows = n / cols;
   Dispatch d;
-  d.kernel = cat("layer_norm_w", dtype_suffix(param_dtype(weight, bias), "layer_norm"), "_",
-                 dtype_suffix(x.dtype(), "layer_norm"));
+  d.kernel = cat("layer_norm_w", kernel_dtype_suffix(param_dtype(weight, bias), "layer_norm"), "_",
+                 kernel_dtype_suffix(x.dtype(), "layer_norm"));
   d.buffers = {BufferBinding::input(x), optional_input(weight), optional_input(bias), BufferBinding::output(out)};
   d.set_args(NormArgs{rows, cols, eps, weight.defined() ? 1u : 0u, bias.defined() ? 1u : 0u});
   d.grid = {rows, 1, 1};

@@ -19,15 +19,6 @@ static_assert(sizeof(RopeArgs) == 52, "kernel_args.h layout changed");
 // Threads per threadgroup along a token's work items (one per rotated pair / passed-through dim).
 constexpr uint32_t kMaxThreadsPerGroup = 256;
 
-const char* dtype_suffix(DType t, const char* op) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    default: throw InputError(cat("internal: no ", op, " Metal kernel for dtype ", dtype_name(t)));
-  }
-}
-
 const char* position_variant(DType t, const char* op) {
   switch (t) {
     case DType::I32: return "p32";
@@ -75,7 +66,7 @@ void rope(KernelLauncher& L, const Tensor& x, const Tensor& positions, const Ten
   const int64_t D = x.size(2), n = inv_freq.size(0);
   const StridedBinding xs = bind_strided(x, false, "rope", "x"), ps = bind_strided(positions, false, "rope", "positions");
   Dispatch d;
-  d.kernel = cat("rope_", position_variant(positions.dtype(), "rope"), "_", dtype_suffix(x.dtype(), "rope"));
+  d.kernel = cat("rope_", position_variant(positions.dtype(), "rope"), "_", kernel_dtype_suffix(x.dtype(), "rope"));
   d.buffers = {xs.binding, ps.binding, BufferBinding::input(inv_freq), BufferBinding::output(out)};
   RopeArgs a{};
   // A thread per rotated pair; the same threads copy the dims [2n, d) when there are more of those.
@@ -93,7 +84,7 @@ void rope_2d(KernelLauncher& L, const Tensor& x, const Tensor& positions, const 
   const StridedBinding xs = bind_strided(x, false, "rope_2d", "x"),
                        ps = bind_strided(positions, false, "rope_2d", "positions");
   Dispatch d;
-  d.kernel = cat("rope_2d_", position_variant(positions.dtype(), "rope_2d"), "_", dtype_suffix(x.dtype(), "rope_2d"));
+  d.kernel = cat("rope_2d_", position_variant(positions.dtype(), "rope_2d"), "_", kernel_dtype_suffix(x.dtype(), "rope_2d"));
   // The frequencies go into a tensor the command buffer keeps alive (the caller's vector may not be).
   Tensor inv = Tensor::empty(DType::F32, {q});
   std::memcpy(inv.data(), inv_freq.data(), inv_freq.size() * sizeof(float));

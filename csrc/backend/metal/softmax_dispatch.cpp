@@ -12,10 +12,8 @@ void softmax(KernelLauncher& L, const Tensor& x, Tensor& out) {
   const uint32_t n = row_kernel_u32(x.numel(), "softmax");
   if (n == 0) return;
   const uint32_t cols = uint32_t(x.size(-1)), rows = n / cols;
-  const char* suffix = x.dtype() == DType::F32 ? "f32" : x.dtype() == DType::F16 ? "f16" : x.dtype() == DType::BF16 ? "bf16" : nullptr;
-  if (!suffix) throw InputError(cat("internal: no softmax Metal kernel for dtype ", dtype_name(x.dtype())));
   Dispatch d;
-  d.kernel = cat("softmax_row_", suffix);
+  d.kernel = cat("softmax_row_", kernel_dtype_suffix(x.dtype(), "softmax"));
   d.buffers = {BufferBinding::input(x), BufferBinding::output(out)};
   d.set_args(SoftmaxArgs{rows, cols});
   d.grid = {rows, 1, 1};
