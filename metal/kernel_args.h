@@ -91,6 +91,13 @@ struct TopkArgs {
   mb_u32 k;
 };
 
+// linear_gathered (linear.metal): row r of x [R, K] through matrix ids[r] of w [E, N, K]; `row` holds
+// M = 1, K, N, has_bias = 0 for the per-row matvec.
+struct LinearGatheredArgs {
+  LinearArgs row;
+  mb_u32 E;
+};
+
 // ---- moe.metal ----
 // route_weights: w / ids / out [T, K], scale [E].
 struct RouteWeightsArgs {

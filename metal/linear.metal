@@ -187,3 +187,29 @@ inline void tiled_body(DEVICE_PTR(const XS) x, DEVICE_PTR(const WS) w, DEVICE_PT
 
 MB_LINEAR_KERNELS_X(f32, float)
 MB_LINEAR_KERNELS_X(bf16, bf16_t)
+
+// ---- gathered matvec (ops::linear_gathered): row r of x through matrix ids[r] of w ----
+// Threadgroup (g, r) computes 16 outputs of row r with the matvec body (M = 1) on w + ids[r]·N·K; an id
+// outside [0, E) (ids come from the device and are not checked by the host) gives a zero row.
+// Bytes per call (Sw = bytes per element of w): reads R·N·K·Sw (each row its matrix; decode's top-k rows
+// name distinct experts) + R·K·4 (x) + R·4 (ids), writes R·N·4; plus 20 bytes of args.
+#define MB_LINEAR_GATHERED_KERNEL(wd, WS)                                                                          \
+  kernel void linear_gathered_f32_##wd(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(const WS) w [[buffer(1)]], \
+                                       DEVICE_PTR(const int) ids [[buffer(2)]], DEVICE_PTR(float) out [[buffer(3)]],  \
+                                       constant LinearGatheredArgs& args [[buffer(4)]], MB_THREAD_POSITION) {       \
+    const uint r = tgid.y, K = args.row.K, N = args.row.N;                                                         \
+    const int e = ids[r];                                                                                          \
+    if (e < 0 || uint(e) >= args.E) {                                                                              \
+      const uint n0 = (tgid.x * (tg_size.x / 32) + simd_group) * kMatvecRows;                                      \
+      if (simd_lane == 0)                                                                                          \
+        for (uint i = 0; i < kMatvecRows && n0 + i < N; ++i) out[ulong(r) * N + n0 + i] = 0.0f;                    \
+      return;                                                                                                      \
+    }                                                                                                              \
+    matvec_body<float, WS, WS>(x + ulong(r) * K, w + ulong(e) * N * K, w, out + ulong(r) * N, args.row, tgid.x,      \
+                               simd_group, simd_lane, tg_size.x / 32);                                             \
+  }                                                                                                                \
+  MB_REGISTER_KERNEL(linear_gathered_f32_##wd)
+
+MB_LINEAR_GATHERED_KERNEL(f32, float)
+MB_LINEAR_GATHERED_KERNEL(bf16, bf16_t)
+MB_LINEAR_GATHERED_KERNEL(f16, half)

@@ -27,6 +27,20 @@ void bind(py::module_& m) {
      "x · wᵀ + bias. x: [..., K] f32/bf16; w: [N, K] f32/bf16/f16; bias: [N]; out: [..., N] in x's dtype; "
      "f32 accumulation.");
 
+  m.def("linear_gathered", [](const py::object& xo, const py::object& wo, const py::object& io, const py::object& out,
+                              const std::string& device, bool reference) {
+    Tensor x = as_tensor(xo, "linear_gathered", "x");
+    Tensor w = as_tensor(wo, "linear_gathered", "w");
+    Tensor ids = as_tensor(io, "linear_gathered", "ids");
+    // A malformed x or w gets a placeholder shape and is reported by the front door.
+    Tensor y = out_or_empty(out, "linear_gathered", DType::F32, {x.dim() == 2 ? x.size(0) : 0, w.dim() == 3 ? w.size(1) : 0});
+    run_ops(device, reference, [&](const Exec& ex) { ops::linear_gathered(x, w, ids, y, ex); });
+    return y;
+  }, py::arg("x"), py::arg("w"), py::arg("ids"), py::kw_only(), py::arg("out") = py::none(),
+     py::arg("device") = "cpu", py::arg("reference") = false,
+     "out[r] = x[r] · w[ids[r]]ᵀ. x: [R, K] f32; w: [E, N, K] f32/bf16/f16; ids: [R] i32 in [0, E); "
+     "out: [R, N] f32; f32 accumulation.");
+
   m.def("embedding", [](const py::object& to, const py::object& io, float scale, const py::object& out,
                         const std::string& out_dtype, const std::string& device, bool reference) {
     Tensor table = as_tensor(to, "embedding", "table");

@@ -37,4 +37,35 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, c
   ex.reference ? cpu::linear_ref(x, w, bias, out) : cpu::linear_fast(x, w, bias, out);
 }
 
+void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out, const Exec& ex) {
+  Check c{"linear_gathered"};
+  c.rank(x, "x", 2);
+  c.dtype(x, "x", {DType::F32});
+  c.contiguous(x, "x");
+  c.rank(w, "w", 3);
+  c.dtype(w, "w", {DType::F32, DType::BF16, DType::F16});
+  c.contiguous(w, "w");
+  c.rank(ids, "ids", 1);
+  c.dtype(ids, "ids", {DType::I32});
+  c.contiguous(ids, "ids");
+  const int64_t R = x.size(0), K = x.size(1), E = w.size(0), N = w.size(1);
+  if (w.size(2) != K) c.fail(cat("w ", w.describe(), " must be [E, N, K] with K = ", K, " (the last dimension of x ", x.describe(), ")"));
+  if (E < 1) c.fail(cat("w ", w.describe(), " holds no matrices"));
+  c.size(ids, "ids", 0, R, "one matrix index per row of x");
+  c.output(out, "out", {R, N}, DType::F32);
+  c.no_alias(out, "out", x, "x");
+  c.no_alias(out, "out", w, "w");
+  c.no_alias(out, "out", ids, "ids");
+  if (c.use_metal(ex)) {
+    metal::KernelLauncher& L = metal::launcher_for(ex.device);
+    metal::linear_gathered(L, x, w, ids, out);
+    return;
+  }
+  c.device(ex);
+  const int32_t* id = ids.data_as<const int32_t>();
+  for (int64_t r = 0; r < R; ++r)
+    if (id[r] < 0 || id[r] >= E) c.fail(cat("ids[", r, "] = ", id[r], " is out of range [0, ", E, ") of w's matrices"));
+  ex.reference ? cpu::linear_gathered_ref(x, w, ids, out) : cpu::linear_gathered_fast(x, w, ids, out);
+}
+
 }  // namespace mb::ops

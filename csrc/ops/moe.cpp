@@ -19,7 +19,8 @@ void check_indices(const Check& c, const Tensor& ids, const char* name, int64_t 
 
 }  // namespace
 
-void route_weights(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out, const Exec& ex) {
+void route_weights(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out_w, Tensor& out_ids,
+                   const Exec& ex) {
   Check c{"route_weights"};
   c.rank(w, "w", 2);
   c.dtype(w, "w", {DType::F32});
@@ -33,18 +34,24 @@ void route_weights(const Tensor& w, const Tensor& ids, const Tensor& scale, Tens
   c.contiguous(scale, "scale");
   if (scale.size(0) < 1) c.fail(cat("scale ", scale.describe(), " has no experts"));
   if (w.numel() > std::numeric_limits<int32_t>::max()) c.fail(cat("w ", w.describe(), " is too large"));
-  c.output(out, "out", w.shape(), DType::F32);
-  if (out.data() != w.data()) c.no_alias(out, "out", w, "w");  // exactly w (in place) is allowed
-  c.no_alias(out, "out", ids, "ids");
-  c.no_alias(out, "out", scale, "scale");
+  c.output(out_w, "out_w", w.shape(), DType::F32);
+  c.output(out_ids, "out_ids", w.shape(), DType::I32);
+  // In place (out_w exactly w, out_ids exactly ids) is allowed; any other overlap is not.
+  if (out_w.data() != w.data()) c.no_alias(out_w, "out_w", w, "w");
+  if (out_ids.data() != ids.data()) c.no_alias(out_ids, "out_ids", ids, "ids");
+  c.no_alias(out_w, "out_w", ids, "ids");
+  c.no_alias(out_ids, "out_ids", w, "w");
+  c.no_alias(out_w, "out_w", out_ids, "out_ids");
+  c.no_alias(out_w, "out_w", scale, "scale");
+  c.no_alias(out_ids, "out_ids", scale, "scale");
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::route_weights(L, w, ids, scale, out);
+    metal::route_weights(L, w, ids, scale, out_w, out_ids);
     return;
   }
   c.device(ex);
   check_indices(c, ids, "ids", scale.size(0), "experts");
-  ex.reference ? cpu::route_weights_ref(w, ids, scale, out) : cpu::route_weights_fast(w, ids, scale, out);
+  ex.reference ? cpu::route_weights_ref(w, ids, scale, out_w, out_ids) : cpu::route_weights_fast(w, ids, scale, out_w, out_ids);
 }
 
 void index_add(Tensor& out, const Tensor& index, const Tensor& src, const Tensor* weight, const Exec& ex) {

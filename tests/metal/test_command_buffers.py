@@ -1,7 +1,8 @@
 """The command-buffer model on metal-sim (csrc/backend/metal/launcher.h): ops only encode; a decoder
-forward commits one command buffer (plus one per MoE layer, whose routing the host reads to size the
-expert dispatches); nothing is left pending; results equal the CPU backend. Fails when metal-sim is
-not built.
+forward commits one command buffer — MoE layers included while T·top_k <= 16 (decode: the experts run
+gathered on the device); a longer MoE prefill adds one per MoE layer, whose routing the host reads to
+size the grouped expert dispatches. Nothing is left pending; results equal the CPU backend. Fails when
+metal-sim is not built.
 """
 
 import numpy as np
@@ -28,17 +29,25 @@ def committed_during(fn):
 
 def test_one_command_buffer_per_forward(checkpoint):
     family, path = checkpoint
-    moe_layers = tiny_config(family)["text_config"]["num_hidden_layers"] if family == "26b" else 0
+    text = tiny_config(family)["text_config"]
+    moe_layers = text["num_hidden_layers"] if family == "26b" else 0
+    top_k = text.get("top_k_experts") or 0
     sim = mb.load(path, device="metal-sim").session()
     cpu = mb.load(path, device="cpu").session()
-    prompt = [2, 10, 11, 12, 13, 14]
+    prompt = [2] + list(range(10, 22))  # 13 tokens: 26 MoE rows > 16, the grouped path
     n, logits = committed_during(lambda: sim.prefill(prompt))
     assert n == 1 + moe_layers, f"{family} prefill committed {n} command buffers"
     want = cpu.prefill(prompt)
     np.testing.assert_allclose(logits, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    short = [30, 31, 32]  # 6 MoE rows: gathered
+    assert not top_k or len(short) * top_k <= 16
+    n, logits = committed_during(lambda: sim.prefill(short))
+    assert n == 1, f"{family} short prefill committed {n} command buffers"
+    want = cpu.prefill(short)
+    np.testing.assert_allclose(logits, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
     for tok in (20, 21, 22):
         n, logits = committed_during(lambda: sim.decode(tok))
-        assert n == 1 + moe_layers, f"{family} decode committed {n} command buffers"
+        assert n == 1, f"{family} decode committed {n} command buffers"
         want = cpu.decode(tok)
         np.testing.assert_allclose(logits, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 

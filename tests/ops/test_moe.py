@@ -13,7 +13,7 @@ F32 = np.float32
 
 
 def numpy_route_weights(w, ids, scale):
-    """Row sum in j order, then w / sum * scale[id], every step rounded to f32."""
+    """Row sum in j order, then w / sum * scale[id], every step rounded to f32; rows ordered by id."""
     out = np.empty_like(w)
     for t in range(w.shape[0]):
         s = F32(0)
@@ -21,7 +21,8 @@ def numpy_route_weights(w, ids, scale):
             s = F32(s + w[t, j])
         for j in range(w.shape[1]):
             out[t, j] = F32(F32(w[t, j] / s) * scale[ids[t, j]])
-    return out
+    order = np.argsort(ids, axis=1, kind="stable")
+    return np.take_along_axis(out, order, axis=1), np.take_along_axis(ids, order, axis=1)
 
 
 def numpy_index_add(out, index, src, weight):
@@ -45,13 +46,16 @@ def test_route_weights_parity(T, K, E, device):
     w = np.take_along_axis(probs, order, axis=1).astype(F32)
     ids = order.astype(np.int32)
     scale = r.uniform(0.5, 2.0, size=E).astype(F32)
-    want = numpy_route_weights(w, ids, scale)
-    for what, got in run_all(lambda kw: ops.route_weights(w, ids, scale, **kw).numpy(), device).items():
-        assert_equal(got.view(np.uint32), want.view(np.uint32), what=f"route_weights {what} T={T} K={K}")
-    # In place (out = w), as the decoder calls it.
-    inplace = w.copy()
-    ops.route_weights(inplace, ids, scale, out=inplace, device=device)
-    assert_equal(inplace.view(np.uint32), want.view(np.uint32), what="route_weights in place")
+    want_w, want_i = numpy_route_weights(w, ids, scale)
+    assert K == 1 or not np.array_equal(want_i, ids), "the test should need the sort"
+    for what, (got_w, got_i) in run_all(lambda kw: ops.route_weights(w, ids, scale, **kw), device).items():
+        assert_equal(got_i.numpy(), want_i, what=f"route_weights {what} ids T={T} K={K}")
+        assert_equal(got_w.numpy().view(np.uint32), want_w.view(np.uint32), what=f"route_weights {what} T={T} K={K}")
+    # In place (out_w = w, out_ids = ids), as the decoder calls it.
+    w2, i2 = w.copy(), ids.copy()
+    ops.route_weights(w2, i2, scale, out_w=w2, out_ids=i2, device=device)
+    assert_equal(i2, want_i, what="route_weights in place ids")
+    assert_equal(w2.view(np.uint32), want_w.view(np.uint32), what="route_weights in place")
 
 
 @pytest.mark.parametrize("R,D,n", [(1, 1, 1), (5, 33, 3), (16, 300, 40), (64, 2816, 8)])

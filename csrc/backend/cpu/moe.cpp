@@ -9,12 +9,30 @@ namespace mb::cpu {
 
 namespace {
 
-// Rows [t0, t1) of route_weights: the sum in j order, then w / sum · scale[id].
-void route_rows(const float* w, const int32_t* ids, const float* scale, float* out, int64_t K, int64_t t0, int64_t t1) {
+// Rows [t0, t1) of route_weights: the sum in j order, then w / sum · scale[id], then the row sorted by
+// id (insertion sort: K is small). Every input element of a row is read before its output is written.
+void route_rows(const float* w, const int32_t* ids, const float* scale, float* out_w, int32_t* out_ids, int64_t K,
+                int64_t t0, int64_t t1) {
   for (int64_t t = t0; t < t1; ++t) {
+    const int64_t row = t * K;
     float sum = 0.f;
-    for (int64_t j = 0; j < K; ++j) sum += w[t * K + j];
-    for (int64_t j = 0; j < K; ++j) out[t * K + j] = w[t * K + j] / sum * scale[ids[t * K + j]];
+    for (int64_t j = 0; j < K; ++j) sum += w[row + j];
+    for (int64_t j = 0; j < K; ++j) {
+      const int32_t e = ids[row + j];
+      out_w[row + j] = w[row + j] / sum * scale[e];
+      out_ids[row + j] = e;
+    }
+    for (int64_t j = 1; j < K; ++j) {
+      const float v = out_w[row + j];
+      const int32_t e = out_ids[row + j];
+      int64_t i = j;
+      for (; i > 0 && out_ids[row + i - 1] > e; --i) {
+        out_w[row + i] = out_w[row + i - 1];
+        out_ids[row + i] = out_ids[row + i - 1];
+      }
+      out_w[row + i] = v;
+      out_ids[row + i] = e;
+    }
   }
 }
 
@@ -38,16 +56,16 @@ void add_columns(float* out, const int32_t* index, const float* src, const float
 
 }  // namespace
 
-void route_weights_ref(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out) {
-  route_rows(w.data_as<const float>(), ids.data_as<const int32_t>(), scale.data_as<const float>(), out.data_as<float>(),
-             w.size(1), 0, w.size(0));
+void route_weights_ref(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out_w, Tensor& out_ids) {
+  route_rows(w.data_as<const float>(), ids.data_as<const int32_t>(), scale.data_as<const float>(), out_w.data_as<float>(),
+             out_ids.data_as<int32_t>(), w.size(1), 0, w.size(0));
 }
 
-void route_weights_fast(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out) {
+void route_weights_fast(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out_w, Tensor& out_ids) {
   const int64_t K = w.size(1);
   parallel_for(w.size(0), std::max<int64_t>(1, 4096 / std::max<int64_t>(K, 1)), [&](int64_t t0, int64_t t1) {
-    route_rows(w.data_as<const float>(), ids.data_as<const int32_t>(), scale.data_as<const float>(), out.data_as<float>(),
-               K, t0, t1);
+    route_rows(w.data_as<const float>(), ids.data_as<const int32_t>(), scale.data_as<const float>(),
+               out_w.data_as<float>(), out_ids.data_as<int32_t>(), K, t0, t1);
   });
 }
 

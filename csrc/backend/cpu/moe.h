@@ -5,9 +5,9 @@
 
 namespace mb::cpu {
 
-void route_weights_ref(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out);
+void route_weights_ref(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out_w, Tensor& out_ids);
 // Rows over the thread pool.
-void route_weights_fast(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out);
+void route_weights_fast(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out_w, Tensor& out_ids);
 
 void index_add_ref(Tensor& out, const Tensor& index, const Tensor& src, const Tensor* weight);
 // Column blocks over the thread pool (each block walks the rows in index order).

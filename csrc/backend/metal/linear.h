@@ -16,4 +16,7 @@ const char* linear_variant(int64_t M);
 // x: [M, K] (any leading dims), w: [N, K], bias: [N] or nullptr, out: [M, N] in x's dtype.
 void linear(KernelLauncher& L, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out);
 
+// x: [R, K] f32, w: [E, N, K], ids: [R] i32, out: [R, N] f32: a matvec per row (decode-sized R).
+void linear_gathered(KernelLauncher& L, const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out);
+
 }  // namespace mb::metal

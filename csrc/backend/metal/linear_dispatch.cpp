@@ -12,7 +12,7 @@ namespace mb::metal {
 
 namespace {
 
-static_assert(sizeof(LinearArgs) == 16, "kernel_args.h layout changed");
+static_assert(sizeof(LinearArgs) == 16 && sizeof(LinearGatheredArgs) == 20, "kernel_args.h layout changed");
 
 // Must match metal/linear.metal.
 constexpr uint32_t kMatvecRowsPerSimdgroup = 4;
@@ -64,6 +64,22 @@ void linear(KernelLauncher& L, const Tensor& x, const Tensor& w, const Tensor* b
     d.grid = {ceil_div(args.N, kTile), ceil_div(args.M, kTile), 1};
     d.group = {std::strcmp(variant, "simdmm") == 0 ? kSimdmmThreads : kTiledThreads, 1, 1};
   }
+  L.dispatch(d);
+}
+
+void linear_gathered(KernelLauncher& L, const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) {
+  const int64_t R = x.size(0), K = x.size(1), E = w.size(0), N = w.size(1);
+  if (R == 0 || N == 0) return;
+  checked_u32(R * K, "R*K");
+  checked_u32(N * K, "N*K");  // within one matrix; the matrix offset is 64-bit in the kernel
+  checked_u32(R * N, "R*N");
+  checked_u32(E, "E");
+  Dispatch d;
+  d.kernel = cat("linear_gathered_f32_", kernel_dtype_suffix(w.dtype(), "linear_gathered"));
+  d.buffers = {BufferBinding::input(x), BufferBinding::input(w), BufferBinding::input(ids), BufferBinding::output(out)};
+  d.set_args(LinearGatheredArgs{LinearArgs{1u, uint32_t(K), uint32_t(N), 0u}, uint32_t(E)});
+  d.grid = {ceil_div(uint32_t(N), kMatvecRowsPerSimdgroup * kMatvecSimdgroups), uint32_t(R), 1};
+  d.group = {kMatvecSimdgroups * 32, 1, 1};
   L.dispatch(d);
 }
 

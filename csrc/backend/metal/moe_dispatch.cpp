@@ -15,12 +15,14 @@ uint32_t groups_for(int64_t threads) { return uint32_t((threads + kThreadsPerGro
 
 }  // namespace
 
-void route_weights(KernelLauncher& L, const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out) {
+void route_weights(KernelLauncher& L, const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out_w,
+                   Tensor& out_ids) {
   const int64_t T = w.size(0), K = w.size(1);
   if (T == 0 || K == 0) return;
   Dispatch d;
   d.kernel = "route_weights_f32";
-  d.buffers = {BufferBinding::input(w), BufferBinding::input(ids), BufferBinding::input(scale), BufferBinding::output(out)};
+  d.buffers = {BufferBinding::input(w), BufferBinding::input(ids), BufferBinding::input(scale), BufferBinding::output(out_w),
+               BufferBinding::output(out_ids)};
   d.set_args(RouteWeightsArgs{uint32_t(T), uint32_t(K), uint32_t(scale.size(0))});
   d.grid = {groups_for(T), 1, 1};
   d.group = {kThreadsPerGroup, 1, 1};

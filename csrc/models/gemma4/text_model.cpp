@@ -99,6 +99,11 @@ TextModel::TextModel(TextConfig cfg, const std::map<std::string, Tensor>& w, Exe
     lw.inv_freq_t = Tensor::empty(DType::F32, {int64_t(lw.inv_freq.size())});
     std::memcpy(lw.inv_freq_t.data(), lw.inv_freq.data(), lw.inv_freq.size() * sizeof(float));
   }
+  if (cfg_.moe) {
+    moe_row_token_ = Tensor::empty(DType::I32, {kMoeGatheredRows});
+    for (int64_t r = 0; r < kMoeGatheredRows; ++r) moe_row_token_.data_as<int32_t>()[r] = int32_t(r / cfg_.top_k);
+    moe_zeros_ = Tensor::zeros(DType::F32, {kMoeGatheredRows, H});
+  }
 }
 
 std::unique_ptr<DecoderState> TextModel::new_state(int64_t max_context) const {
@@ -286,7 +291,7 @@ void TextModel::feed_forward_block(DecoderState& st, int64_t l, Tensor& x, int64
 void TextModel::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor& m, int64_t T) const {
   Arena& A = *st.arena;
   const LayerWeights& lw = layers_[size_t(l)];
-  const int64_t H = cfg_.hidden, E = cfg_.num_experts, K = cfg_.top_k, I = cfg_.moe_intermediate;
+  const int64_t H = cfg_.hidden, E = cfg_.num_experts, K = cfg_.top_k;
 
   ops::rms_norm(m, lw.post_ff_ln1, cfg_.eps, m, ex_);
 
@@ -301,14 +306,47 @@ void TextModel::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor& 
   Tensor top_w = A.tensor(DType::F32, {T, K});
   Tensor top_i = A.tensor(DType::I32, {T, K});
   ops::topk(scores, K, top_w, top_i, ex_);
-  // Renormalise the top-k to sum 1, then fold in the learned per-expert scale.
-  ops::route_weights(top_w, top_i, lw.per_expert_scale, top_w, ex_);
+  // Renormalise the top-k to sum 1, fold in the learned per-expert scale; rows ordered by expert id.
+  ops::route_weights(top_w, top_i, lw.per_expert_scale, top_w, top_i, ex_);
 
   Tensor e_in = A.tensor(DType::F32, {T, H});
   ops::rms_norm(r, lw.pre_ff_ln2, cfg_.eps, e_in, ex_);
   Tensor acc = A.tensor(DType::F32, {T, H});
-  Tensor tok_ids = A.tensor(DType::I32, {T * K});   // the routed tokens, grouped by expert
-  Tensor tok_w = A.tensor(DType::F32, {T * K});     // their routing weights, same order
+  if (T * K <= kMoeGatheredRows) moe_experts_gathered(st, lw, e_in, top_w, top_i, acc, T);
+  else moe_experts_grouped(st, lw, e_in, top_w, top_i, acc, T);
+  ops::rms_norm(acc, lw.post_ff_ln2, cfg_.eps, acc, ex_);
+  ops::binary(m, acc, m, ops::BinaryKind::Add, ex_);
+}
+
+void TextModel::moe_experts_gathered(DecoderState& st, const LayerWeights& lw, const Tensor& e_in, const Tensor& top_w,
+                                     const Tensor& top_i, Tensor& acc, int64_t T) const {
+  Arena& A = *st.arena;
+  const int64_t H = cfg_.hidden, K = cfg_.top_k, I = cfg_.moe_intermediate, R = T * K;
+  const Tensor row_token = moe_row_token_.slice(0, 0, R);  // row r = t·K + j is token t's j-th expert
+  const Tensor expert_of_row = top_i.reshape({R}), weight_of_row = top_w.reshape({R});
+  Tensor rows_in = A.tensor(DType::F32, {R, H});
+  ops::embedding(e_in, row_token, rows_in, 1.0f, ex_);  // each token's row once per chosen expert
+  Tensor gu = A.tensor(DType::F32, {R, 2 * I});
+  ops::linear_gathered(rows_in, lw.experts_gate_up, expert_of_row, gu, ex_);
+  // [gate | up] = gu split along the last dim; a = gelu_tanh(gate) · up
+  Tensor a = A.tensor(DType::F32, {R, I}), up = A.tensor(DType::F32, {R, I});
+  ops::copy(gu.slice(1, 0, I), a, ex_);
+  ops::copy(gu.slice(1, I, 2 * I), up, ex_);
+  ops::unary(a, a, {ops::UnaryKind::GeluTanh}, ex_);
+  ops::binary(a, up, a, ops::BinaryKind::Mul, ex_);
+  Tensor out = A.tensor(DType::F32, {R, H});
+  ops::linear_gathered(a, lw.experts_down, expert_of_row, out, ex_);
+  // acc[t] = Σ_j w · out over token t's rows, j in increasing expert id (route_weights sorted them).
+  ops::copy(moe_zeros_.slice(0, 0, T), acc, ex_);
+  ops::index_add(acc, row_token, out, &weight_of_row, ex_);
+}
+
+void TextModel::moe_experts_grouped(DecoderState& st, const LayerWeights& lw, const Tensor& e_in, const Tensor& top_w,
+                                    const Tensor& top_i, Tensor& acc, int64_t T) const {
+  Arena& A = *st.arena;
+  const int64_t H = cfg_.hidden, E = cfg_.num_experts, K = cfg_.top_k, I = cfg_.moe_intermediate;
+  Tensor tok_ids = A.tensor(DType::I32, {T * K});  // the routed tokens, grouped by expert
+  Tensor tok_w = A.tensor(DType::F32, {T * K});    // their routing weights, same order
   Tensor rows_in = A.tensor(DType::F32, {T, H});
   Tensor gu = A.tensor(DType::F32, {T, 2 * I});
   Tensor act = A.tensor(DType::F32, {T, I});
@@ -316,8 +354,8 @@ void TextModel::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor& 
   Tensor rows_out = A.tensor(DType::F32, {T, H});
 
   // Which tokens each expert gets decides the sizes of the expert dispatches, so the host reads the
-  // routing here: the one extra command buffer per MoE layer. Every host write below (acc, tok_ids,
-  // tok_w) happens before any op reading them is encoded.
+  // routing here: one extra command buffer for this layer. Every host write below (acc, tok_ids, tok_w)
+  // happens after it and before any op reading them is encoded.
   ops::synchronize(ex_);
   const int32_t* ti = top_i.data_as<const int32_t>();
   const float* tw = top_w.data_as<const float>();
@@ -351,8 +389,6 @@ void TextModel::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor& 
     ops::linear(a, lw.experts_down.select(0, e), nullptr, out, ex_);
     ops::index_add(acc, idx, out, &wts, ex_);  // acc[tok] += w · out, in token order
   }
-  ops::rms_norm(acc, lw.post_ff_ln2, cfg_.eps, acc, ex_);
-  ops::binary(m, acc, m, ops::BinaryKind::Add, ex_);
 }
 
 }  // namespace mb::gemma4

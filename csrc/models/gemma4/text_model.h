@@ -52,6 +52,13 @@ class TextModel {
   void attention_block(DecoderState& state, int64_t l, Tensor& x, const Tensor& positions, int64_t T) const;
   void feed_forward_block(DecoderState& state, int64_t l, Tensor& x, int64_t T) const;
   void moe_block(DecoderState& state, int64_t l, const Tensor& residual, Tensor& m, int64_t T) const;
+  // acc [T, H] = Σ_j w[t, j] · expert_{ids[t, j]}(e_in[t]), experts added per token in increasing id.
+  // Gathered: every (token, slot) row through its expert on the device, no host sync (decode-sized T).
+  void moe_experts_gathered(DecoderState& state, const LayerWeights& lw, const Tensor& e_in, const Tensor& top_w,
+                            const Tensor& top_i, Tensor& acc, int64_t T) const;
+  // Grouped: the host reads the routing (one sync) and runs each expert once over its tokens (prefill).
+  void moe_experts_grouped(DecoderState& state, const LayerWeights& lw, const Tensor& e_in, const Tensor& top_w,
+                           const Tensor& top_i, Tensor& acc, int64_t T) const;
   size_t arena_bytes(int64_t T) const;
 
   TextConfig cfg_;
@@ -59,6 +66,11 @@ class TextModel {
   Tensor embed_tokens, final_norm;       // [V, H], [H]
   Tensor ple_table, ple_projection, ple_norm;  // [V, L·P], [L·P, H], [P]
   std::vector<LayerWeights> layers_;
+  // MoE, gathered path (moe_experts_gathered, T·top_k <= kMoeGatheredRows): constants the host writes
+  // once, so no host write lands in arena memory that queued dispatches may still use.
+  static constexpr int64_t kMoeGatheredRows = 16;
+  Tensor moe_row_token_;  // [kMoeGatheredRows] i32: row r = t·K + j belongs to token r / K
+  Tensor moe_zeros_;      // [kMoeGatheredRows, H] f32 zeros (the accumulator's start)
 };
 
 }  // namespace mb::gemma4
