@@ -89,4 +89,20 @@ bool Check::use_metal(const Exec& ex) const {
   return !ex.reference && (ex.device == Device::MetalSim || ex.device == Device::Metal);
 }
 
+namespace {
+
+template <class I>
+void check_in_range(const Check& c, const I* ids, int64_t n, const char* name, int64_t bound, const char* what) {
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || int64_t(ids[i]) >= bound)
+      c.fail(cat(name, "[", i, "] = ", int64_t(ids[i]), " is out of range [0, ", bound, ") of ", what));
+}
+
+}  // namespace
+
+void Check::indices_in_range(const Tensor& ids, const char* name, int64_t bound, const char* what) const {
+  if (ids.dtype() == DType::I64) check_in_range(*this, ids.data_as<const int64_t>(), ids.numel(), name, bound, what);
+  else check_in_range(*this, ids.data_as<const int32_t>(), ids.numel(), name, bound, what);
+}
+
 }  // namespace mb::ops

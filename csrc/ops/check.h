@@ -25,6 +25,9 @@ struct Check {
   void output(const Tensor& out, const char* name, const Shape& shape, DType dtype) const;
   // Outputs must not overlap inputs (the classic source of silent corruption).
   void no_alias(const Tensor& out, const char* oname, const Tensor& in, const char* iname) const;
+  // Every element of `ids` (i32 or i64, contiguous) is in [0, bound); the failure names the first one
+  // outside: "<name>[i] = v is out of range [0, bound) of <what>". Reads ids on the host.
+  void indices_in_range(const Tensor& ids, const char* name, int64_t bound, const char* what) const;
   // For ops with CPU kernels only: DeviceError("<op>: no metal-sim kernel yet") on any other device.
   void device(const Exec& ex) const;
   // For ops with Metal kernels too: true when the Metal-backend dispatch should run (metal-sim or

@@ -8,17 +8,6 @@
 
 namespace mb::ops {
 
-namespace {
-
-template <class I>
-void check_ids_in_range(const Check& c, const I* ids, int64_t T, int64_t V) {
-  for (int64_t t = 0; t < T; ++t)
-    if (ids[t] < 0 || int64_t(ids[t]) >= V)
-      c.fail(cat("ids[", t, "] = ", int64_t(ids[t]), " is out of range [0, ", V, ") of table rows"));
-}
-
-}  // namespace
-
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out, float scale, const Exec& ex) {
   Check c{"embedding"};
   c.rank(table, "table", 2);
@@ -33,8 +22,7 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out, float scale,
   c.no_alias(out, "out", table, "table");
   c.no_alias(out, "out", ids, "ids");
   if (!std::isfinite(scale)) c.fail(cat("scale must be finite, got ", scale));
-  if (ids.dtype() == DType::I32) check_ids_in_range(c, ids.data_as<const int32_t>(), T, V);
-  else check_ids_in_range(c, ids.data_as<const int64_t>(), T, V);
+  c.indices_in_range(ids, "ids", V, "table rows");
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::embedding(L, table, ids, out, scale);

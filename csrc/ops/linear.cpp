@@ -62,9 +62,7 @@ void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor
     return;
   }
   c.device(ex);
-  const int32_t* id = ids.data_as<const int32_t>();
-  for (int64_t r = 0; r < R; ++r)
-    if (id[r] < 0 || id[r] >= E) c.fail(cat("ids[", r, "] = ", id[r], " is out of range [0, ", E, ") of w's matrices"));
+  c.indices_in_range(ids, "ids", E, "w's matrices");
   ex.reference ? cpu::linear_gathered_ref(x, w, ids, out) : cpu::linear_gathered_fast(x, w, ids, out);
 }
 

@@ -8,17 +8,6 @@
 
 namespace mb::ops {
 
-namespace {
-
-void check_indices(const Check& c, const Tensor& ids, const char* name, int64_t bound, const char* what) {
-  const int32_t* p = ids.data_as<const int32_t>();
-  for (int64_t i = 0; i < ids.numel(); ++i)
-    if (p[i] < 0 || int64_t(p[i]) >= bound)
-      c.fail(cat(name, "[", i, "] = ", p[i], " is out of range [0, ", bound, ") of ", what));
-}
-
-}  // namespace
-
 void route_weights(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out_w, Tensor& out_ids,
                    const Exec& ex) {
   Check c{"route_weights"};
@@ -50,7 +39,7 @@ void route_weights(const Tensor& w, const Tensor& ids, const Tensor& scale, Tens
     return;
   }
   c.device(ex);
-  check_indices(c, ids, "ids", scale.size(0), "experts");
+  c.indices_in_range(ids, "ids", scale.size(0), "experts");
   ex.reference ? cpu::route_weights_ref(w, ids, scale, out_w, out_ids) : cpu::route_weights_fast(w, ids, scale, out_w, out_ids);
 }
 
@@ -81,7 +70,7 @@ void index_add(Tensor& out, const Tensor& index, const Tensor& src, const Tensor
     c.fail(cat("out ", out.describe(), " / src ", src.describe(), " exceed 32-bit sizes"));
   c.no_alias(out, "out", index, "index");
   c.no_alias(out, "out", src, "src");
-  check_indices(c, index, "index", R, "out's rows");
+  c.indices_in_range(index, "index", R, "out's rows");
   if (c.use_metal(ex)) {
     metal::KernelLauncher& L = metal::launcher_for(ex.device);
     metal::index_add(L, out, index, src, weight);
