@@ -10,6 +10,12 @@
 
 #ifdef __METAL_VERSION__
 #include <metal_stdlib>
+// Every product and sum rounds on its own, as in metal-sim (-ffp-contract=off) and the CPU backend.
+// Fast math off (MTLMathModeSafe) still sets FP contraction "on" (MSL spec 1.6.3): a*b + c in one
+// statement may become one fused multiply-add. No compile option of newLibraryWithSource turns it
+// off; this pragma does (the STDC form is the spec's equivalent for compilers without the METAL one).
+#pragma METAL fp contract(off)
+#pragma STDC FP_CONTRACT OFF
 #define DEVICE_PTR(...) device __VA_ARGS__*
 #define MB_THREADGROUP(T, name, ...) threadgroup T name __VA_ARGS__
 #define MB_REGISTER_KERNEL(name)

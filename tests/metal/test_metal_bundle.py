@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from .sim import require_sim
-from .toolchain import BUNDLER, METAL_DIR, bundle, clangxx, compile_ok
+from .toolchain import BUNDLER, METAL_DIR, apple_preprocess, bundle, clangxx, compile_ok
 
 KERNEL_RE = re.compile(r"\bkernel\s+void\s+(\w+)\s*\(")
 
@@ -26,17 +26,6 @@ KERNEL_RE = re.compile(r"\bkernel\s+void\s+(\w+)\s*\(")
 @pytest.fixture(scope="module")
 def bundled(tmp_path_factory):
     return bundle(tmp_path_factory.mktemp("bundle"))
-
-
-def apple_preprocess(source, tmp_path, *include_dirs) -> str:
-    """The source as Metal's preprocessor sees it: __METAL_VERSION__ set, no C++ library, and only an
-    empty stand-in for <metal_stdlib> (plus include_dirs) on the include path."""
-    sdk = tmp_path / "apple_sdk"
-    sdk.mkdir(exist_ok=True)
-    (sdk / "metal_stdlib").write_text("// stands in for Apple's <metal_stdlib>\n")
-    cmd = [clangxx(), "-E", "-P", "-x", "c++", "-std=c++20", "-nostdinc", "-nostdinc++", "-D__METAL_VERSION__=310",
-           "-I", str(sdk), *[f"-I{d}" for d in include_dirs], str(source)]
-    return compile_ok(cmd, f"Apple-world preprocessing of {source.name}").stdout
 
 
 def test_bundle_holds_exactly_the_sim_kernels(bundled, tmp_path):

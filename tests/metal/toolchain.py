@@ -44,10 +44,22 @@ def compile_ok(cmd: list[str], what: str) -> subprocess.CompletedProcess:
     return r
 
 
-def bundle(tmp_path: Path) -> tuple[Path, Path]:
-    """Runs the generator; returns (bundled MSL, generated C++)."""
+def bundle(tmp_path: Path, metal_dir: Path = METAL_DIR) -> tuple[Path, Path]:
+    """Runs the generator (on metal/, or a copy of it); returns (bundled MSL, generated C++)."""
     msl, cpp = tmp_path / "kernels.metal", tmp_path / "metal_kernel_bundle.cpp"
-    r = subprocess.run([sys.executable, str(BUNDLER), "--metal-dir", str(METAL_DIR), "--msl", str(msl), "--cpp", str(cpp)],
-                       capture_output=True, text=True)
+    cmd = [sys.executable, str(BUNDLER), "--metal-dir", str(metal_dir), "--msl", str(msl), "--cpp", str(cpp)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, f"bundle_metal_sources.py failed:\n{r.stderr}"
     return msl, cpp
+
+
+def apple_preprocess(source: Path, tmp_path: Path, *include_dirs, linemarkers: bool = False) -> str:
+    """The source as Metal's preprocessor sees it: __METAL_VERSION__ set, no C++ library, and only an
+    empty stand-in for <metal_stdlib> (plus include_dirs) on the include path. linemarkers: keep the
+    `# N "file"` lines (from the bundle's #line directives) so findings can name the original file."""
+    sdk = tmp_path / "apple_sdk"
+    sdk.mkdir(exist_ok=True)
+    (sdk / "metal_stdlib").write_text("// stands in for Apple's <metal_stdlib>\n")
+    cmd = [clangxx(), "-E", *([] if linemarkers else ["-P"]), "-x", "c++", "-std=c++20", "-nostdinc", "-nostdinc++",
+           "-D__METAL_VERSION__=310", "-I", str(sdk), *[f"-I{d}" for d in include_dirs], str(source)]
+    return compile_ok(cmd, f"Apple-world preprocessing of {source.name}").stdout
