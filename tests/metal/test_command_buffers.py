@@ -70,3 +70,29 @@ def test_fault_surfaces_at_synchronize_and_leaves_the_launcher_usable():
     assert metal_sim.pending() == 0
     n, y = committed_during(lambda: ops.softmax(np.zeros((1, 2), np.float32), device="metal-sim").numpy())
     assert n == 1 and np.allclose(y, 0.5)
+
+
+def test_dispatches_run_in_order_at_synchronize():
+    # Encoded work does nothing until synchronize(); then each dispatch sees the ones before it.
+    x = np.arange(32, dtype=np.float32)
+    y = np.zeros(32, np.float32)
+    z = np.zeros(32, np.float32)
+    metal_sim.encode_test_kernel("test_barrier_rotate", [x, y], [1], [32], read_only=[0])
+    metal_sim.encode_test_kernel("test_barrier_rotate", [y, z], [1], [32], read_only=[0])
+    assert metal_sim.pending() == 2 and not y.any() and not z.any()
+    metal_sim.synchronize()
+    assert metal_sim.pending() == 0
+    np.testing.assert_array_equal(z, np.roll(x, -2))
+
+
+def test_host_write_to_a_queued_input_is_caught():
+    # The rule a real GPU needs (launcher.h): the host must not write memory a queued dispatch reads
+    # before synchronize(). The sim hashes inputs when encoding and reports the race when running.
+    x = np.arange(32, dtype=np.float32)
+    y = np.zeros(32, np.float32)
+    metal_sim.encode_test_kernel("test_barrier_rotate", [x, y], [1], [32], read_only=[0])
+    x[5] = -1.0  # the host writes the input while the dispatch is queued
+    with pytest.raises(mb.DeviceError, match=r"kernel 'test_barrier_rotate': buffer\(0\) changed between encoding and "
+                                             r"execution.*the host wrote memory a queued dispatch reads"):
+        metal_sim.synchronize()
+    assert metal_sim.pending() == 0

@@ -77,6 +77,44 @@ void check_bindings(const rt::KernelInfo& k, const Dispatch& d) {
   }
 }
 
+// FNV-1a over the bytes, 8 at a time where possible (a change detector, not a cryptographic hash).
+uint64_t hash_bytes(const void* data, size_t bytes) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ull;
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+struct ByteRange {
+  const char* data;
+  size_t bytes;
+  bool overlaps(const BufferBinding& b) const {
+    const char* p = static_cast<const char*>(b.data);
+    return p < data + bytes && data < p + b.bytes;
+  }
+};
+
+// An input may change between encoding and execution only through an earlier dispatch of the same
+// command buffer; anything else means the host wrote it before synchronize() (a race on a real GPU).
+void check_inputs_unchanged(const Dispatch& d, const std::vector<uint64_t>& input_hash, const std::vector<ByteRange>& written) {
+  for (size_t i = 0; i < d.buffers.size(); ++i) {
+    const BufferBinding& b = d.buffers[i];
+    if (b.writable || !b.bytes) continue;
+    bool device_written = false;
+    for (const ByteRange& r : written) device_written = device_written || r.overlaps(b);
+    if (!device_written && hash_bytes(b.data, b.bytes) != input_hash[i])
+      throw DeviceError(cat("metal-sim: kernel '", d.kernel, "': buffer(", i, ") changed between encoding and execution "
+                            "and no earlier dispatch of the command buffer wrote it: the host wrote memory a queued "
+                            "dispatch reads before synchronize()"));
+  }
+}
+
 }  // namespace
 
 void SimLauncher::dispatch(const Dispatch& d) {
@@ -88,8 +126,11 @@ void SimLauncher::dispatch(const Dispatch& d) {
                           " threads (Metal allows 1 to ", rt::kMaxThreadsPerGroup, ")"));
   check_bindings(*k, d);
   if (d.grid.count() == 0) return;
+  Queued q{d, std::vector<uint64_t>(d.buffers.size(), 0)};
+  for (size_t i = 0; i < d.buffers.size(); ++i)
+    if (!d.buffers[i].writable) q.input_hash[i] = hash_bytes(d.buffers[i].data, d.buffers[i].bytes);
   std::lock_guard<std::mutex> lk(mu_);
-  queue_.push_back(d);  // runs at synchronize(), in encoding order, like a Metal command buffer
+  queue_.push_back(std::move(q));  // runs at synchronize(), in encoding order, like a Metal command buffer
 }
 
 size_t SimLauncher::pending() const {
@@ -98,7 +139,7 @@ size_t SimLauncher::pending() const {
 }
 
 void SimLauncher::synchronize() {
-  std::vector<Dispatch> batch;
+  std::vector<Queued> batch;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (queue_.empty()) return;
@@ -106,7 +147,13 @@ void SimLauncher::synchronize() {
     ++committed_;
   }
   // A fault stops the command buffer: the dispatches after it never run (their owners are released).
-  for (const Dispatch& d : batch) run(d);
+  std::vector<ByteRange> written;  // what the dispatches run so far may have written
+  for (const Queued& q : batch) {
+    check_inputs_unchanged(q.dispatch, q.input_hash, written);
+    run(q.dispatch);
+    for (const BufferBinding& b : q.dispatch.buffers)
+      if (b.writable && b.bytes) written.push_back({static_cast<const char*>(b.data), b.bytes});
+  }
 }
 
 void SimLauncher::run(const Dispatch& d) {

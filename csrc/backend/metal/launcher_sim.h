@@ -6,7 +6,10 @@
 //   - a writable buffer does not partially overlap another binding (identical ranges = in place);
 //   - every device-pointer access is inside its buffer and aligned (device_ptr in metal/sim/);
 //   - a kernel writing a buffer bound read-only: such a parameter (declared writable by the kernel)
-//     gets a private copy, compared after the dispatch; the caller's memory is never modified.
+//     gets a private copy, compared after the dispatch; the caller's memory is never modified;
+//   - the host breaking the command-buffer rule: an input whose bytes changed between encoding and
+//     execution although no earlier dispatch of the command buffer wrote it (each input is hashed
+//     when encoded and checked before its dispatch runs).
 // Every violation is an mb::DeviceError naming the kernel, the buffer index and the byte offset.
 #pragma once
 #include <atomic>
@@ -28,10 +31,15 @@ class SimLauncher final : public KernelLauncher {
   uint64_t command_buffers_committed() const override { return committed_.load(); }
 
  private:
+  // A dispatch of the open command buffer and the hash of each read-only binding when it was encoded.
+  struct Queued {
+    Dispatch dispatch;
+    std::vector<uint64_t> input_hash;
+  };
   void run(const Dispatch& d);  // executes one dispatch now, with every runtime check
 
   mutable std::mutex mu_;
-  std::vector<Dispatch> queue_;  // the open command buffer
+  std::vector<Queued> queue_;  // the open command buffer
   std::atomic<uint64_t> committed_{0};
 };
 
