@@ -220,10 +220,11 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 class Chat:
     """A multi-turn conversation that keeps its KV cache between turns.
 
-    Each turn renders the whole conversation with the checkpoint's chat template. When the text already
-    in the cache (earlier prompts and the model's own tokens) is a prefix of the new rendering — the usual
-    case — only the new text is tokenised and prefilled. Otherwise (the template rewrote an earlier turn,
-    e.g. by stripping a thought channel) the session restarts from scratch, which is slower but exact.
+    Each turn renders and tokenises the whole conversation with the checkpoint's chat template, exactly as
+    a fresh run would, and keeps the longest prefix of those ids that the cache already holds (earlier
+    prompts, and the model's own tokens where they equal the new tokenisation); the cache is rolled back
+    to that prefix (or restarted when the session cannot truncate) and only the rest is prefilled. The
+    answer therefore equals a fresh run over the whole conversation.
     """
 
     def __init__(self, model, messages: list[dict] | None = None, system: str | None = None, **options):
@@ -235,14 +236,13 @@ class Chat:
         self.options = options
         self.session = model.session()
         self._fed: list[int] = []   # ids whose K/V the session holds
-        self._fed_text = ""         # the text those ids spell
         self.last: GenerationResult | None = None
 
     def reset(self) -> None:
         """Forgets every turn (keeps a leading system message)."""
         self.messages = [m for m in self.messages[:1] if m.get("role") in ("system", "developer")]
         self.session.reset()
-        self._fed, self._fed_text = [], ""
+        self._fed = []
 
     def send(self, content, stream: bool = False, **options):
         """Adds a user turn and generates the answer: a string, or with stream=True an iterator of pieces
@@ -258,34 +258,21 @@ class Chat:
 
     def _turn(self, options: dict):
         model = self.model
-        tok = model.tokenizer
         opts = resolve_options(model.generation_defaults, **options)
-        text = tok.apply_chat_template(self.messages, add_generation_prompt=True, allowed_media=model.modalities,
-                                       **self.template_kwargs)
-        if self._fed and text.startswith(self._fed_text):
-            # The cache spells a prefix of the new rendering: tokenise and prefill only the rest.
-            ids = self._fed + tok.encode(text[len(self._fed_text):], add_special_tokens=False)
-            reuse = len(self._fed)
-        else:
-            # The template rewrote part of the past (e.g. trimmed the answer): keep the longest common
-            # token prefix, roll the cache back to it, prefill from there.
-            ids = tok.encode(text, add_special_tokens=False)
-            if not ids or ids[0] != tok.bos_id:
-                ids = [tok.bos_id] + ids
-            reuse = min(_common_prefix(self._fed, ids), len(ids) - 1)
-            if not self.session.truncate(reuse):
-                self.session.reset()
-                reuse = 0
+        ids = model.encode_prompt(self.messages, **self.template_kwargs)  # as a fresh run tokenises it
+        reuse = min(_common_prefix(self._fed, ids), len(ids) - 1)
+        if reuse < self.session.position and not self.session.truncate(reuse):
+            self.session.reset()
+            reuse = 0
         result = None
         for item in run_generation(model, self.session, ids, opts, reuse_prefix=reuse):
             result = item
             yield item
         generated = result.token_ids
-        if generated and result.finish_reason != "eos":
-            self.session.decode(generated[-1])  # feed the last token too, so the cache spells the whole turn
-        self._fed = ids + generated
-        content = tok.decode(generated)
-        self._fed_text = text + content
+        # Every generated token but the last went through the model (after eos, which `generated` leaves
+        # out, all of them did); the next turn prefills whatever of its tokenisation the cache lacks.
+        self._fed = ids + (generated if result.finish_reason == "eos" else generated[:-1])
+        content = model.tokenizer.decode(generated)
         self.messages.append({"role": "assistant", "content": content if result.finish_reason != "stop"
                               else result.raw_text})
         self.last = result

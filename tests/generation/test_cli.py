@@ -42,7 +42,8 @@ def test_run_streams_answer(synthetic):
 def test_run_same_seed_same_output(synthetic):
     a = run("run", "--model", synthetic("e2b"), "--prompt", "Hi", "--max-new-tokens", "6", "--seed", "5")
     b = run("run", "--model", synthetic("e2b"), "--prompt", "Hi", "--max-new-tokens", "6", "--seed", "5")
-    assert a.stdout == b.stdout
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    assert a.stdout.strip() and a.stdout == b.stdout
 
 
 def test_run_bad_model(tmp_path):

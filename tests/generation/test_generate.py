@@ -97,20 +97,38 @@ def test_chat_second_turn_prefills_only_new_tokens(synth_model):
     assert fresh.token_ids == second.token_ids
 
 
-def test_chat_reuses_generated_tokens_when_rendered_verbatim(synth_model):
-    """With a system prompt that makes the first answer start without a space, the text path reuses every
-    generated token; verified by comparing with the whole conversation prefilled from scratch."""
-    model = synth_model("31b")
+@pytest.mark.parametrize("prompt, verbatim", [("Tell me", True), ("Hello", False)])
+def test_chat_reuse_after_an_answer(synth_model, prompt, verbatim):
+    """e2b seed-1 checkpoint: "Tell me" gets an answer without a leading space (the template renders it
+    verbatim, so the cache keeps the generated tokens that match the new tokenisation), "Hello" one with a
+    leading space (stripped by the template: only the first prompt is reused). The second turn prefills
+    exactly the ids past the longest cached prefix, and its answer equals a fresh run."""
+    model = synth_model("e2b")
     chat = model.new_chat(temperature=0.0, max_new_tokens=5)
-    chat.send("Hello")
+    chat.send(prompt)
     first = chat.last
-    verbatim = first.raw_text == first.raw_text.strip()
+    assert first.finish_reason == "length"
+    assert (first.raw_text == first.raw_text.strip()) == verbatim, "the checkpoint no longer gives this case"
+    cached = model.encode_prompt([{"role": "user", "content": prompt}]) + first.token_ids[:-1]
     chat.send("More")
     second = chat.last
-    if verbatim:
-        assert second.prefill_tokens < second.prompt_tokens - first.prompt_tokens
+    new_ids = model.encode_prompt(chat.messages[:-1])
+    reused = next((i for i, (a, b) in enumerate(zip(cached, new_ids)) if a != b), min(len(cached), len(new_ids)))
+    assert second.prompt_tokens == len(new_ids) and second.prefill_tokens == len(new_ids) - reused
+    assert (reused > first.prompt_tokens) == verbatim  # generated tokens reused only when rendered verbatim
     fresh = model.generate(chat.messages[:-1], temperature=0.0, max_new_tokens=5)
     assert fresh.token_ids == second.token_ids
+
+
+def test_chat_turn_ending_at_the_context_limit(synthetic):
+    # The answer fills the context: it is returned and recorded; the next turn is refused with the reason.
+    model = mb.load(synthetic("e2b"), max_context=24)
+    chat = model.new_chat(temperature=0.0, max_new_tokens=100)
+    answer = chat.send("Hi")
+    assert chat.last.finish_reason == "context" and answer == chat.last.text
+    assert chat.messages[-1] == {"role": "assistant", "content": answer}
+    with pytest.raises(mb.InputError, match="context limit"):
+        chat.send("More")
 
 
 def test_session_truncate(synth_model):
