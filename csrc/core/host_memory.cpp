@@ -9,7 +9,6 @@
 #include <map>
 #include <mutex>
 
-#include "core/errors.h"
 
 namespace mb {
 
@@ -36,35 +35,39 @@ size_t host_page_size() {
   return page;
 }
 
-std::shared_ptr<void> host_alloc(size_t bytes, const char* what) {
+std::shared_ptr<void> host_alloc(size_t bytes) {
+#ifdef MARKBASE_HAS_METAL
   const size_t page = host_page_size();
   const size_t rounded = std::max<size_t>((bytes + page - 1) / page * page, page);
-#ifdef __APPLE__
   // Metal wraps only VM allocations (vm_allocate / mmap) without a copy, not malloc'd memory.
   void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
-  if (p == MAP_FAILED) p = nullptr;
-#else
-  void* p = std::aligned_alloc(page, rounded);
-#endif
-  if (!p) throw MarkbaseError(cat("out of memory allocating ", bytes, " bytes for ", what));
+  if (p == MAP_FAILED) return nullptr;
   register_host_region(p, rounded);
   return std::shared_ptr<void>(p, [rounded](void* q) {
     unregister_host_region(q);
-#ifdef __APPLE__
     ::munmap(q, rounded);
-#else
-    std::free(q);
-#endif
   });
+#else
+  // No GPU backend reads the registry here: a plain 64-byte aligned block (the CPU kernels' alignment).
+  void* p = std::aligned_alloc(64, std::max<size_t>((bytes + 63) / 64 * 64, 64));
+  if (!p) return nullptr;
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+#endif
 }
 
 void register_host_region(void* base, size_t bytes) {
+#ifndef MARKBASE_HAS_METAL
+  return;  // nothing reads the registry in this build
+#endif
   Registry& r = registry();
   std::lock_guard<std::mutex> lk(r.mu);
   r.by_base[uintptr_t(base)] = HostRegion{base, bytes, r.next_id++};
 }
 
 void unregister_host_region(void* base) {
+#ifndef MARKBASE_HAS_METAL
+  return;
+#endif
   Registry& r = registry();
   std::lock_guard<std::mutex> lk(r.mu);
   r.by_base.erase(uintptr_t(base));

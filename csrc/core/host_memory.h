@@ -1,7 +1,8 @@
-// Host allocations a GPU backend can use in place. Every heap tensor (Tensor::empty), every arena and
-// every mapped checkpoint file is recorded here with its base and length, so the Metal launcher can wrap
-// the whole allocation as one shared-storage buffer (newBufferWithBytesNoCopy) and bind any view of it
-// by offset, with no copy. Memory not recorded here (a numpy array passed in from Python) is staged.
+// Host allocations a GPU backend can use in place. In builds with the Metal launcher every heap tensor
+// (Tensor::empty), every arena and every mapped checkpoint file is recorded here with its base and
+// length, so the launcher can wrap the whole allocation as one shared-storage buffer
+// (newBufferWithBytesNoCopy) and bind any view of it by offset, with no copy. Memory not recorded here
+// (a numpy array passed in from Python) is staged. Builds without it record nothing and allocate plainly.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,9 +19,10 @@ struct HostRegion {
 // The VM page size (4 KiB on x86 Linux, 16 KiB on Apple silicon).
 size_t host_page_size();
 
-// Allocates `bytes` page-aligned, rounded up to whole pages, zero-filled pages not guaranteed; records
-// the region until the returned pointer is released. Throws MarkbaseError naming `what` when out of memory.
-std::shared_ptr<void> host_alloc(size_t bytes, const char* what);
+// Allocates `bytes`, contents undefined, at least 64-byte aligned; with the Metal launcher page-aligned,
+// rounded up to whole pages and recorded until released. An empty pointer when out of memory (the caller
+// names what it was for).
+std::shared_ptr<void> host_alloc(size_t bytes);
 
 // Records / forgets memory allocated elsewhere (a file mapping). Regions never overlap.
 void register_host_region(void* base, size_t bytes);

@@ -45,7 +45,8 @@ Tensor Tensor::empty(DType dtype, const Shape& shape) {
   if (n % block) throw InputError(cat("shape ", shape_str(shape), " is not a multiple of the ", dtype_name(dtype), " block size"));
   size_t bytes = size_t(n / block) * dtype_itemsize(dtype);
   // Page-aligned and recorded (core/host_memory.h), so a GPU backend can use the memory in place.
-  std::shared_ptr<void> owner = host_alloc(bytes, cat(dtype_name(dtype), shape_str(shape)).c_str());
+  std::shared_ptr<void> owner = host_alloc(bytes);
+  if (!owner) throw MarkbaseError(cat("out of memory allocating ", bytes, " bytes for ", dtype_name(dtype), shape_str(shape)));
   void* p = owner.get();
   return wrap(p, dtype, shape, contiguous_strides(shape), std::move(owner), StorageKind::Owned);
 }

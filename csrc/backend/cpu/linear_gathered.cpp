@@ -21,11 +21,20 @@ void linear_gathered_fast(const Tensor& x, const Tensor& w, const Tensor& ids, T
   // rows_of[e]: the rows using matrix e, in increasing order.
   std::vector<std::vector<int64_t>> rows_of(static_cast<size_t>(E));
   for (int64_t r = 0; r < R; ++r) rows_of[size_t(id[r])].push_back(r);
-  Tensor xs = Tensor::empty(DType::F32, {R, K}), ys = Tensor::empty(DType::F32, {R, N});
+  Tensor xs, ys;  // gather / scatter buffers, only needed when a matrix serves several rows
   for (int64_t e = 0; e < E; ++e) {
     const std::vector<int64_t>& rows = rows_of[size_t(e)];
     if (rows.empty()) continue;
     const int64_t n = int64_t(rows.size());
+    if (n == 1) {  // decode: each expert serves one row, which is already a [1, K] view
+      Tensor out_row = out.slice(0, rows[0], rows[0] + 1);
+      linear_fast(x.slice(0, rows[0], rows[0] + 1), w.select(0, e), nullptr, out_row);
+      continue;
+    }
+    if (!xs.defined()) {
+      xs = Tensor::empty(DType::F32, {R, K});
+      ys = Tensor::empty(DType::F32, {R, N});
+    }
     // [n, K] gathered rows -> one dense linear over matrix e -> scattered back.
     for (int64_t i = 0; i < n; ++i)
       std::memcpy(xs.data_as<float>() + i * K, x.data_as<const float>() + rows[size_t(i)] * K, size_t(K) * sizeof(float));

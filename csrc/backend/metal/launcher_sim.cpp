@@ -91,30 +91,6 @@ uint64_t hash_bytes(const void* data, size_t bytes) {
   return h;
 }
 
-struct ByteRange {
-  const char* data;
-  size_t bytes;
-  bool overlaps(const BufferBinding& b) const {
-    const char* p = static_cast<const char*>(b.data);
-    return p < data + bytes && data < p + b.bytes;
-  }
-};
-
-// An input may change between encoding and execution only through an earlier dispatch of the same
-// command buffer; anything else means the host wrote it before synchronize() (a race on a real GPU).
-void check_inputs_unchanged(const Dispatch& d, const std::vector<uint64_t>& input_hash, const std::vector<ByteRange>& written) {
-  for (size_t i = 0; i < d.buffers.size(); ++i) {
-    const BufferBinding& b = d.buffers[i];
-    if (b.writable || !b.bytes) continue;
-    bool device_written = false;
-    for (const ByteRange& r : written) device_written = device_written || r.overlaps(b);
-    if (!device_written && hash_bytes(b.data, b.bytes) != input_hash[i])
-      throw DeviceError(cat("metal-sim: kernel '", d.kernel, "': buffer(", i, ") changed between encoding and execution "
-                            "and no earlier dispatch of the command buffer wrote it: the host wrote memory a queued "
-                            "dispatch reads before synchronize()"));
-  }
-}
-
 }  // namespace
 
 void SimLauncher::dispatch(const Dispatch& d) {
@@ -126,10 +102,22 @@ void SimLauncher::dispatch(const Dispatch& d) {
                           " threads (Metal allows 1 to ", rt::kMaxThreadsPerGroup, ")"));
   check_bindings(*k, d);
   if (d.grid.count() == 0) return;
-  Queued q{d, std::vector<uint64_t>(d.buffers.size(), 0)};
-  for (size_t i = 0; i < d.buffers.size(); ++i)
-    if (!d.buffers[i].writable) q.input_hash[i] = hash_bytes(d.buffers[i].data, d.buffers[i].bytes);
   std::lock_guard<std::mutex> lk(mu_);
+  Queued q{d, k, {}};
+  for (size_t i = 0; i < d.buffers.size(); ++i) {
+    const BufferBinding& b = d.buffers[i];
+    if (b.writable || !b.bytes) continue;
+    const char* p = static_cast<const char*>(b.data);
+    bool device_written = false;  // by a dispatch queued before this one: it may change, legitimately
+    for (const WrittenRange& w : writes_)
+      if (p < w.data + w.bytes && w.data < p + b.bytes) {
+        device_written = true;
+        break;
+      }
+    if (!device_written) q.host_inputs.emplace_back(i, hash_bytes(b.data, b.bytes));
+  }
+  for (const BufferBinding& b : d.buffers)
+    if (b.writable && b.bytes) writes_.push_back({static_cast<const char*>(b.data), b.bytes});
   queue_.push_back(std::move(q));  // runs at synchronize(), in encoding order, like a Metal command buffer
 }
 
@@ -144,20 +132,24 @@ void SimLauncher::synchronize() {
     std::lock_guard<std::mutex> lk(mu_);
     if (queue_.empty()) return;
     batch.swap(queue_);
+    writes_.clear();
     ++committed_;
   }
   // A fault stops the command buffer: the dispatches after it never run (their owners are released).
-  std::vector<ByteRange> written;  // what the dispatches run so far may have written
   for (const Queued& q : batch) {
-    check_inputs_unchanged(q.dispatch, q.input_hash, written);
-    run(q.dispatch);
-    for (const BufferBinding& b : q.dispatch.buffers)
-      if (b.writable && b.bytes) written.push_back({static_cast<const char*>(b.data), b.bytes});
+    // Only the host can have changed these since encoding: on a GPU that is a race.
+    for (const auto& [i, hash] : q.host_inputs)
+      if (hash_bytes(q.dispatch.buffers[i].data, q.dispatch.buffers[i].bytes) != hash)
+        throw DeviceError(cat("metal-sim: kernel '", q.kernel->name, "': buffer(", i,
+                              ") changed between encoding and execution and no earlier dispatch of the command "
+                              "buffer wrote it: the host wrote memory a queued dispatch reads before synchronize()"));
+    run(q);
   }
 }
 
-void SimLauncher::run(const Dispatch& d) {
-  const rt::KernelInfo* k = sim::find_kernel(d.kernel);
+void SimLauncher::run(const Queued& q) {
+  const Dispatch& d = q.dispatch;
+  const rt::KernelInfo* k = q.kernel;
   const uint64_t num_groups = d.grid.count();
 
   // Buffer views; a read-only binding of a parameter the kernel may write gets a private copy.

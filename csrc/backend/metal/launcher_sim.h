@@ -8,15 +8,17 @@
 //   - a kernel writing a buffer bound read-only: such a parameter (declared writable by the kernel)
 //     gets a private copy, compared after the dispatch; the caller's memory is never modified;
 //   - the host breaking the command-buffer rule: an input whose bytes changed between encoding and
-//     execution although no earlier dispatch of the command buffer wrote it (each input is hashed
-//     when encoded and checked before its dispatch runs).
+//     execution although no earlier dispatch of the command buffer writes it (such inputs are hashed
+//     when encoded and checked before their dispatch runs; device-produced inputs are not hashed).
 // Every violation is an mb::DeviceError naming the kernel, the buffer index and the byte offset.
 #pragma once
 #include <atomic>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "backend/metal/launcher.h"
+#include "sim/runtime.h"
 
 namespace mb::metal {
 
@@ -31,15 +33,22 @@ class SimLauncher final : public KernelLauncher {
   uint64_t command_buffers_committed() const override { return committed_.load(); }
 
  private:
-  // A dispatch of the open command buffer and the hash of each read-only binding when it was encoded.
+  // A dispatch of the open command buffer: its kernel, and for each read-only binding that no earlier
+  // queued dispatch writes (so only the host could change it) the hash of its bytes when encoded.
   struct Queued {
     Dispatch dispatch;
-    std::vector<uint64_t> input_hash;
+    const metal_sim::rt::KernelInfo* kernel = nullptr;
+    std::vector<std::pair<size_t, uint64_t>> host_inputs;  // (buffer index, hash)
   };
-  void run(const Dispatch& d);  // executes one dispatch now, with every runtime check
+  struct WrittenRange {
+    const char* data;
+    size_t bytes;
+  };
+  void run(const Queued& q);  // executes one dispatch now, with every runtime check
 
   mutable std::mutex mu_;
-  std::vector<Queued> queue_;  // the open command buffer
+  std::vector<Queued> queue_;           // the open command buffer
+  std::vector<WrittenRange> writes_;    // what its dispatches may write
   std::atomic<uint64_t> committed_{0};
 };
 

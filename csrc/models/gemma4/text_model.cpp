@@ -128,8 +128,11 @@ size_t TextModel::arena_bytes(int64_t T) const {
   }
   const int64_t H = cfg_.hidden, nh = cfg_.num_heads, LP = cfg_.num_layers * cfg_.ple_dim;
   int64_t per_token = 6 * H + 2 * nh * dmax + 3 * kvmax * dmax + 3 * imax + 3 * LP + 2 * cfg_.ple_dim +
-                      3 * cfg_.num_experts + 2 * cfg_.top_k + 6 * H + 4 * cfg_.moe_intermediate + 16;
-  return size_t(T * per_token + 2) * sizeof(float) + (1 << 16);
+                      3 * cfg_.num_experts + 4 * cfg_.top_k + 6 * H + 4 * cfg_.moe_intermediate + 16;
+  // The gathered MoE path holds kMoeGatheredRows expert rows whatever T is: [R, H] in and out, [R, 2I]
+  // gate|up, [R, I] twice.
+  const int64_t moe_gathered = cfg_.moe ? kMoeGatheredRows * (2 * H + 4 * cfg_.moe_intermediate) : 0;
+  return size_t(T * per_token + moe_gathered + 2) * sizeof(float) + (1 << 16);
 }
 
 Tensor TextModel::forward(DecoderState& st, const std::vector<int32_t>& ids, bool all_logits) const {
@@ -192,10 +195,9 @@ Tensor TextModel::forward_chunk(DecoderState& st, const int32_t* ids_ptr, int64_
       // x += RMSNorm(proj(gelu(gate(x)) · ple[:, l]))
       Tensor g = A.tensor(DType::F32, {T, P});
       ops::linear(x, lw.ple_gate, nullptr, g, ex_);
-      ops::unary(g, g, {ops::UnaryKind::GeluTanh}, ex_);
       Tensor ple_l = A.tensor(DType::F32, {T, P});
       ops::copy(ple.reshape({T, L, P}).select(1, l), ple_l, ex_);  // this layer's [T, P] slice
-      ops::binary(g, ple_l, g, ops::BinaryKind::Mul, ex_);
+      gelu_gate(g, ple_l);
       Tensor y = A.tensor(DType::F32, {T, H});
       ops::linear(g, lw.ple_proj, nullptr, y, ex_);
       ops::rms_norm(y, lw.ple_post_ln, cfg_.eps, y, ex_);
@@ -278,8 +280,7 @@ void TextModel::feed_forward_block(DecoderState& st, int64_t l, Tensor& x, int64
   Tensor u = A.tensor(DType::F32, {T, I});
   ops::linear(h, lw.gate, nullptr, g, ex_);
   ops::linear(h, lw.up, nullptr, u, ex_);
-  ops::unary(g, g, {ops::UnaryKind::GeluTanh}, ex_);
-  ops::binary(g, u, g, ops::BinaryKind::Mul, ex_);
+  gelu_gate(g, u);
   Tensor m = A.tensor(DType::F32, {T, H});
   ops::linear(g, lw.down, nullptr, m, ex_);
   if (cfg_.moe) moe_block(st, l, x, m, T);
@@ -318,6 +319,12 @@ void TextModel::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor& 
   ops::binary(m, acc, m, ops::BinaryKind::Add, ex_);
 }
 
+// g ← gelu_tanh(g) · u, the gated activation (dense and expert MLPs, the per-layer input gate).
+void TextModel::gelu_gate(Tensor& g, const Tensor& u) const {
+  ops::unary(g, g, {ops::UnaryKind::GeluTanh}, ex_);
+  ops::binary(g, u, g, ops::BinaryKind::Mul, ex_);
+}
+
 void TextModel::moe_experts_gathered(DecoderState& st, const LayerWeights& lw, const Tensor& e_in, const Tensor& top_w,
                                      const Tensor& top_i, Tensor& acc, int64_t T) const {
   Arena& A = *st.arena;
@@ -332,8 +339,7 @@ void TextModel::moe_experts_gathered(DecoderState& st, const LayerWeights& lw, c
   Tensor a = A.tensor(DType::F32, {R, I}), up = A.tensor(DType::F32, {R, I});
   ops::copy(gu.slice(1, 0, I), a, ex_);
   ops::copy(gu.slice(1, I, 2 * I), up, ex_);
-  ops::unary(a, a, {ops::UnaryKind::GeluTanh}, ex_);
-  ops::binary(a, up, a, ops::BinaryKind::Mul, ex_);
+  gelu_gate(a, up);
   Tensor out = A.tensor(DType::F32, {R, H});
   ops::linear_gathered(a, lw.experts_down, expert_of_row, out, ex_);
   // acc[t] = Σ_j w · out over token t's rows, j in increasing expert id (route_weights sorted them).
@@ -384,8 +390,7 @@ void TextModel::moe_experts_grouped(DecoderState& st, const LayerWeights& lw, co
     // [gate | up] = g2 split along the last dim; a = gelu_tanh(gate) · up
     ops::copy(g2.slice(1, 0, I), a, ex_);
     ops::copy(g2.slice(1, I, 2 * I), up, ex_);
-    ops::unary(a, a, {ops::UnaryKind::GeluTanh}, ex_);
-    ops::binary(a, up, a, ops::BinaryKind::Mul, ex_);
+    gelu_gate(a, up);
     ops::linear(a, lw.experts_down.select(0, e), nullptr, out, ex_);
     ops::index_add(acc, idx, out, &wts, ex_);  // acc[tok] += w · out, in token order
   }

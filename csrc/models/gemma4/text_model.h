@@ -51,6 +51,7 @@ class TextModel {
   Tensor forward_chunk(DecoderState& state, const int32_t* ids, int64_t T, bool all_logits) const;
   void attention_block(DecoderState& state, int64_t l, Tensor& x, const Tensor& positions, int64_t T) const;
   void feed_forward_block(DecoderState& state, int64_t l, Tensor& x, int64_t T) const;
+  void gelu_gate(Tensor& g, const Tensor& u) const;
   void moe_block(DecoderState& state, int64_t l, const Tensor& residual, Tensor& m, int64_t T) const;
   // acc [T, H] = Σ_j w[t, j] · expert_{ids[t, j]}(e_in[t]), experts added per token in increasing id.
   // Gathered: every (token, slot) row through its expert on the device, no host sync (decode-sized T).

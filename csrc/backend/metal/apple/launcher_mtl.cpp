@@ -191,7 +191,6 @@ const Pipeline& MtlLauncher::pipeline(const std::string& kernel) const {
 }
 
 Pipeline MtlLauncher::create_pipeline(const std::string& kernel) const {
-  if (!has_kernel(kernel)) throw DeviceError(cat("metal: no kernel named '", kernel, "'"));
   MTL::Library* lib = library();
   AutoreleaseScope pool;
   auto function = NS::TransferPtr(lib->newFunction(ns_string(kernel)));
@@ -424,7 +423,16 @@ NS::SharedPtr<MTL::Device> default_device(std::string* why) {
 
 }  // namespace
 
-bool mtl_available(std::string* why) { return bool(default_device(why)); }
+bool mtl_available(std::string* why) {
+  // Asked on every device lookup (devices(), each op call naming a device): probe the GPU once.
+  static const std::pair<bool, std::string> answer = [] {
+    std::string reason;
+    const bool ok = bool(default_device(&reason));
+    return std::make_pair(ok, reason);
+  }();
+  if (!answer.first && why) *why = answer.second;
+  return answer.first;
+}
 
 KernelLauncher& mtl_launcher() {
   static std::mutex mu;
