@@ -107,7 +107,7 @@ struct RouteWeightsArgs {
 };
 
 // index_add: out [R, D] += weight[i] * src[i] at row index[i], i < n; has_weight = 0: weight is 1
-// (the dispatch then binds src again in the weight slot, never read).
+// (the dispatch then binds an empty buffer in the weight slot, never read).
 struct IndexAddArgs {
   mb_u32 n;
   mb_u32 D;
@@ -115,7 +115,7 @@ struct IndexAddArgs {
 };
 
 // ---- conv.metal ----
-// Conv2dArgs::bias_kind: the bias buffer's storage (kConvBiasNone: no bias; a placeholder buffer is bound).
+// Conv2dArgs::bias_kind: the bias buffer's storage (kConvBiasNone: no bias; an empty buffer is bound).
 enum ConvBiasKind : mb_u32 { kConvBiasNone = 0, kConvBiasF32 = 1, kConvBiasF16 = 2, kConvBiasBF16 = 3 };
 // Tiling shared by the kernels and their dispatch (enumerators: compile-time constants in MSL and C++).
 enum ConvTiling : mb_u32 {

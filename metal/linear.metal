@@ -15,7 +15,7 @@
 //           tile with plain threadgroup tiles (k-step 16); each of 256 threads computes 2 x 2 outputs.
 //
 // Kernel names linear_<variant>_<x dtype>_<w dtype>_<bias dtype>. Without a bias the dispatch uses
-// bias dtype = w dtype, binds w again at buffer(2) and sets args.has_bias = 0 (never read).
+// bias dtype = w dtype, binds an empty buffer at buffer(2) and sets args.has_bias = 0 (never read).
 //
 // Bytes per call (Sx, Sw, Sb = bytes per element of x, w, bias: 4 f32, 2 bf16 / f16; plus 16 bytes of args):
 //   linear_matvec_*  reads N*K*Sw (w, once) + M*K*Sx per simdgroup (x, tiny and cache-resident: DRAM

@@ -60,7 +60,6 @@ StridedSpan span_of(const Tensor& t, const char* name) {
 }
 
 // An optional i32 vector, or an empty binding the kernel never reads (has_blocks = 0).
-BufferBinding optional_input(const Tensor* t) { return t ? BufferBinding::input(*t) : BufferBinding{}; }
 
 }  // namespace
 
@@ -97,7 +96,7 @@ void attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tensor
   a.has_blocks = q_block ? 1 : 0;
 
   std::vector<BufferBinding> inputs = {BufferBinding::input(q), ks.span.binding, vs.span.binding, BufferBinding::input(q_pos),
-                                       BufferBinding::input(k_pos), optional_input(q_block), optional_input(k_block),
+                                       BufferBinding::input(k_pos), BufferBinding::optional_input(q_block), BufferBinding::optional_input(k_block),
                                        BufferBinding::output(out)};
   const std::string dsuffix = cat("_d", var.max_d, "_f32");
 

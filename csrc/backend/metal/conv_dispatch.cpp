@@ -67,8 +67,7 @@ void conv2d(KernelLauncher& L, const Tensor& x, const Tensor& w, const Tensor& b
   const uint32_t threads = round_up_to_simd(plane, kConvThreads);  // small images: no idle simdgroups
   Dispatch d;
   d.kernel = cat("conv2d_direct_", kernel_dtype_suffix(w.dtype(), "convolution"));
-  // Without a bias the kernel never reads buffer(2); w stands in for it (Metal needs a buffer there).
-  d.buffers = {BufferBinding::input(x), BufferBinding::input(w), BufferBinding::input(bias.defined() ? bias : w),
+  d.buffers = {BufferBinding::input(x), BufferBinding::input(w), BufferBinding::optional_input(&bias),
                BufferBinding::output(out)};
   d.set_args(a);
   d.grid = {u32((plane + threads - 1) / threads), u32((out.size(1) + kConvCoTile - 1) / kConvCoTile), u32(out.size(0))};

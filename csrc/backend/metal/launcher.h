@@ -35,6 +35,9 @@ struct BufferBinding {
   // A contiguous tensor the kernel only reads / may write (its elements, nothing around them).
   static BufferBinding input(const Tensor& t) { return {t.data(), t.nbytes(), false, t.owner()}; }
   static BufferBinding output(Tensor& t) { return {t.data(), t.nbytes(), true, t.owner()}; }
+  // An optional input: an empty binding (0 bytes, which both launchers bind to a placeholder buffer)
+  // when absent; the kernel's arguments say it is absent and it is never read.
+  static BufferBinding optional_input(const Tensor* t) { return t && t->defined() ? input(*t) : BufferBinding{}; }
 };
 
 // A view with any strides (negative ones too) bound as the bytes its elements can touch

@@ -49,13 +49,15 @@ void linear(KernelLauncher& L, const Tensor& x, const Tensor& w, const Tensor* b
   checked_u32(N * K, "N*K");
   checked_u32(M * N, "M*N");
   const LinearArgs args{uint32_t(M), uint32_t(K), uint32_t(N), bias ? 1u : 0u};
-  // Without a bias the kernel never reads buffer(2): bind w there (bias dtype = w dtype).
-  const Tensor& b = bias ? *bias : w;
   const char* variant = linear_variant(M);
 
   Dispatch d;
-  d.kernel = cat("linear_", variant, "_", kernel_dtype_suffix(x.dtype(), "linear"), "_", kernel_dtype_suffix(w.dtype(), "linear"), "_", kernel_dtype_suffix(b.dtype(), "linear"));
-  d.buffers = {BufferBinding::input(x), BufferBinding::input(w), BufferBinding::input(b), BufferBinding::output(out)};
+  // Without a bias the kernel never reads buffer(2) (empty binding); its name takes bias dtype = w dtype.
+  const DType bias_dtype = bias ? bias->dtype() : w.dtype();
+  d.kernel = cat("linear_", variant, "_", kernel_dtype_suffix(x.dtype(), "linear"), "_",
+                 kernel_dtype_suffix(w.dtype(), "linear"), "_", kernel_dtype_suffix(bias_dtype, "linear"));
+  d.buffers = {BufferBinding::input(x), BufferBinding::input(w), BufferBinding::optional_input(bias),
+               BufferBinding::output(out)};
   d.set_args(args);
   if (std::strcmp(variant, "matvec") == 0) {
     d.grid = {ceil_div(args.N, kMatvecRowsPerSimdgroup * kMatvecSimdgroups), 1, 1};

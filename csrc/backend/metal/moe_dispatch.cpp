@@ -34,8 +34,7 @@ void index_add(KernelLauncher& L, Tensor& out, const Tensor& index, const Tensor
   if (n == 0 || D == 0) return;
   Dispatch d;
   d.kernel = "index_add_f32";
-  // Without weights, src fills the weight slot (never read: has_weight = 0).
-  d.buffers = {BufferBinding::input(index), BufferBinding::input(src), BufferBinding::input(weight ? *weight : src),
+  d.buffers = {BufferBinding::input(index), BufferBinding::input(src), BufferBinding::optional_input(weight),
                BufferBinding::output(out)};
   d.set_args(IndexAddArgs{uint32_t(n), uint32_t(D), weight ? 1u : 0u});
   d.grid = {groups_for(D), 1, 1};

@@ -22,7 +22,6 @@ DType param_dtype(const Tensor& a, const Tensor& b = {}) {
 }
 
 // An optional parameter: the tensor, or an empty binding the kernel never reads.
-BufferBinding optional_input(const Tensor& t) { return t.defined() ? BufferBinding::input(t) : BufferBinding{}; }
 
 }  // namespace
 
@@ -46,7 +45,7 @@ void rms_norm(KernelLauncher& L, const Tensor& x, const Tensor& weight, float ep
   const uint32_t cols = uint32_t(x.size(-1)), rows = n / cols;
   Dispatch d;
   d.kernel = cat("rms_norm_w", kernel_dtype_suffix(param_dtype(weight), "rms_norm"), "_", kernel_dtype_suffix(x.dtype(), "rms_norm"));
-  d.buffers = {BufferBinding::input(x), optional_input(weight), BufferBinding::output(out)};
+  d.buffers = {BufferBinding::input(x), BufferBinding::optional_input(&weight), BufferBinding::output(out)};
   d.set_args(NormArgs{rows, cols, eps, weight.defined() ? 1u : 0u, 0u});
   d.grid = {rows, 1, 1};
   d.group = {row_kernel_threads(L, d.kernel, cols), 1, 1};
@@ -60,7 +59,7 @@ void layer_norm(KernelLauncher& L, const Tensor& x, const Tensor& weight, const 
   Dispatch d;
   d.kernel = cat("layer_norm_w", kernel_dtype_suffix(param_dtype(weight, bias), "layer_norm"), "_",
                  kernel_dtype_suffix(x.dtype(), "layer_norm"));
-  d.buffers = {BufferBinding::input(x), optional_input(weight), optional_input(bias), BufferBinding::output(out)};
+  d.buffers = {BufferBinding::input(x), BufferBinding::optional_input(&weight), BufferBinding::optional_input(&bias), BufferBinding::output(out)};
   d.set_args(NormArgs{rows, cols, eps, weight.defined() ? 1u : 0u, bias.defined() ? 1u : 0u});
   d.grid = {rows, 1, 1};
   d.group = {row_kernel_threads(L, d.kernel, cols), 1, 1};
