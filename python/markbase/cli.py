@@ -100,18 +100,24 @@ def cmd_run(args) -> int:
     model = markbase.load(args.model, device=args.device, preload=sys.stderr.isatty())
     load_s = time.perf_counter() - t0
     messages = [{"role": "user", "content": args.prompt}]
+    result = _print_stream(model.generate(messages, system=args.system, stream=True,
+                                          enable_thinking=True if args.thinking else None, **_sampling_kwargs(args)))
+    sys.stdout.write("\n")
+    if args.verbose:
+        _print_stats(result, load_s)
+    return 0
+
+
+def _print_stream(pieces):
+    """Writes a generation stream's text pieces to stdout as they come; returns its final GenerationResult."""
     result = None
-    for piece in model.generate(messages, system=args.system, stream=True,
-                                enable_thinking=True if args.thinking else None, **_sampling_kwargs(args)):
+    for piece in pieces:
         if isinstance(piece, str):
             sys.stdout.write(piece)
             sys.stdout.flush()
         else:
             result = piece
-    sys.stdout.write("\n")
-    if args.verbose:
-        _print_stats(result, load_s)
-    return 0
+    return result
 
 
 def cmd_chat(args) -> int:
@@ -141,13 +147,7 @@ def cmd_chat(args) -> int:
             chat.reset()
             print("[conversation reset]")
             continue
-        result = None
-        for piece in chat.send(line, stream=True):
-            if isinstance(piece, str):
-                sys.stdout.write(piece)
-                sys.stdout.flush()
-            else:
-                result = piece
+        result = _print_stream(chat.send(line, stream=True))
         sys.stdout.write("\n")
         sys.stdout.flush()
         if args.verbose:
@@ -173,14 +173,8 @@ def cmd_demo(args) -> int:
         rows.append(("load", f"{time.perf_counter() - t:.2f} s", f"device {model.device}"))
         print(f"user> {args.prompt}")
         sys.stdout.write("model> ")
-        result = None
-        for piece in model.generate([{"role": "user", "content": args.prompt}], max_new_tokens=args.max_new_tokens,
-                                    seed=args.seed, stream=True):
-            if isinstance(piece, str):
-                sys.stdout.write(piece)
-                sys.stdout.flush()
-            else:
-                result = piece
+        result = _print_stream(model.generate([{"role": "user", "content": args.prompt}],
+                                              max_new_tokens=args.max_new_tokens, seed=args.seed, stream=True))
         sys.stdout.write("\n\n")
         rows.append(("prefill (text)", f"{result.prefill_s * 1000:.1f} ms",
                      f"{result.prefill_tokens} tok, {result.prefill_tokens_per_s:.1f} tok/s"))
