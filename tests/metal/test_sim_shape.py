@@ -1,5 +1,7 @@
-"""copy / concat parity on metal-sim: the strided copy kernels (metal/shape.metal) against numpy and the
-CPU reference. As in tests/ops/test_shape.py every comparison is bit for bit: same-dtype copies move bits
+"""copy / concat on metal-sim: the Metal-specific cases of the strided copy kernels (metal/shape.metal: views
+of more than 4 dimensions, a 0-d view, multi-threadgroup copies, conversions of every bit pattern) against numpy
+and the CPU reference. The shared view / concat / conversion grid runs in tests/ops/test_shape.py on every
+device, metal-sim included. As in tests/ops/test_shape.py every comparison is bit for bit: same-dtype copies move bits
 (NaN payloads, Inf, subnormals included), conversions round to nearest even exactly like the CPU."""
 
 import numpy as np
@@ -8,7 +10,7 @@ import pytest
 import markbase as mb
 from markbase._core import ops
 from parity import run_guarded
-from references.shape import (ALL_DTYPES, CONCATS, FLOATS, VIEWS, as_tensor, assert_bits_equal, from_float32_np,
+from references.shape import (ALL_DTYPES, FLOATS, as_tensor, assert_bits_equal, from_float32_np,
                               random_array, special_values, to_float32_np)
 
 from .sim import require_sim
@@ -23,9 +25,9 @@ def check_copy(src, want, dtype, what):
         assert_bits_equal(got.numpy(), want, f"{what} {kw}")
 
 
-# Views beyond the shared ones (references/shape.py): more than 4 dimensions left after coalescing (the
-# dispatch walks the outer ones) and a 0-d view.
-SIM_VIEWS = VIEWS + [
+# Metal-specific views: more than 4 dimensions left after coalescing (the dispatch walks the outer ones) and a
+# 0-d view. The shared views (references/shape.py VIEWS) run in tests/ops/test_shape.py on every device.
+SIM_VIEWS = [
     ("5d permute", (2, 3, 5, 4, 7), lambda t: t.permute([4, 2, 0, 3, 1]), lambda a: a.transpose(4, 2, 0, 3, 1)),
     ("6d permute", (3, 2, 3, 2, 5, 3), lambda t: t.permute([5, 3, 1, 4, 2, 0]),
      lambda a: a.transpose(5, 3, 1, 4, 2, 0)),
@@ -53,8 +55,8 @@ def test_copy_larger(dtype):
 @pytest.mark.parametrize("dst", FLOATS)
 @pytest.mark.parametrize("src_dtype", FLOATS)
 @pytest.mark.parametrize("shape,tview,nview", [
-    ((33, 31), lambda t: t.transpose(0, 1), lambda a: a.T),
-    ((2, 3, 31, 32), lambda t: t.slice(3, 1, 31).permute([0, 2, 1, 3]), lambda a: a[..., 1:31].transpose(0, 2, 1, 3)),
+    # Several threadgroups of a contiguous conversion; the transposed / sliced conversions run in
+    # tests/ops/test_shape.py on every device.
     ((65, 129), lambda t: t, lambda a: a),
 ])
 def test_copy_converts_exactly(shape, tview, nview, src_dtype, dst):
@@ -79,7 +81,9 @@ def test_convert_every_bit_pattern_like_the_cpu(src_dtype, dst):
     assert_bits_equal(sim.numpy(), ref.numpy(), f"copy {src_dtype}->{dst} random bits: metal-sim vs reference")
 
 
-SIM_CONCATS = CONCATS + [
+# Metal-specific concats (a 5-d permuted input, rows spanning threadgroups); the shared ones (references/shape.py
+# CONCATS) run in tests/ops/test_shape.py on every device.
+SIM_CONCATS = [
     ([(2, 3, 2, 3, 5), (2, 3, 2, 3, 2)], lambda t: t.permute([0, 3, 1, 2, 4]), lambda a: a.transpose(0, 3, 1, 2, 4), 4),
     ([(40, 257), (33, 257)], lambda t: t, lambda a: a, 0),
 ]
