@@ -4,7 +4,6 @@ must raise markbase.DeviceError naming the kernel, the buffer and the byte offse
 import numpy as np
 import pytest
 
-
 from .sim import DeviceError, require_sim, run, pack_args
 
 
