@@ -140,12 +140,13 @@ Exec make_exec(const std::string& device, bool reference) {
 namespace {
 
 void bind_core(py::module_& m) {
-  // Error hierarchy: markbase.MarkbaseError and its four subclasses.
+  // Error hierarchy: markbase.MarkbaseError and its subclasses.
   static py::exception<MarkbaseError> base(m, "MarkbaseError", PyExc_RuntimeError);
   static py::exception<CheckpointError> ckpt(m, "CheckpointError", base.ptr());
   static py::exception<ConfigError> config(m, "ConfigError", base.ptr());
   static py::exception<InputError> input(m, "InputError", base.ptr());
   static py::exception<DeviceError> device(m, "DeviceError", base.ptr());
+  static py::exception<NumericsError> numerics(m, "NumericsError", base.ptr());
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -157,6 +158,8 @@ void bind_core(py::module_& m) {
       py::set_error(input, e.what());
     } catch (const DeviceError& e) {
       py::set_error(device, e.what());
+    } catch (const NumericsError& e) {
+      py::set_error(numerics, e.what());
     } catch (const MarkbaseError& e) {
       py::set_error(base, e.what());
     }

@@ -1,4 +1,6 @@
-// markbase._core.gemma4: the text decoder and its sessions (driven by python/markbase/api.py).
+// markbase._core.gemma4.Model / Session: a loaded checkpoint and its decoding sessions (driven by
+// python/markbase/api.py). Token ids cross as int32 arrays (no copy when already int32 and contiguous);
+// logits come back as numpy arrays only when asked for.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -6,106 +8,103 @@
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
 #include "core/errors.h"
-#include "models/gemma4/text_model.h"
+#include "models/gemma4/model.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
 
 namespace mb::py_bind {
 namespace {
 
-using gemma4::KvMode;
-using gemma4::LayerConfig;
-using gemma4::TextConfig;
-using gemma4::TextModel;
+using gemma4::Gemma4Model;
+using runtime::Sampler;
+using runtime::Session;
+using Ids = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
 
-// A session: one decoder state (caches, position, arena) bound to its model.
-struct DecoderSession {
-  std::shared_ptr<TextModel> model;
-  std::unique_ptr<gemma4::DecoderState> state;
-  int64_t max_context;
-};
-
-void bind(py::module_& m) {
-  py::enum_<KvMode>(m, "KvMode").value("own", KvMode::Own).value("store", KvMode::Store).value("reuse", KvMode::Reuse);
-
-  py::class_<LayerConfig>(m, "LayerConfig")
-      .def(py::init<>())
-      .def_readwrite("index", &LayerConfig::index)
-      .def_readwrite("sliding", &LayerConfig::sliding)
-      .def_readwrite("head_dim", &LayerConfig::head_dim)
-      .def_readwrite("num_kv_heads", &LayerConfig::num_kv_heads)
-      .def_readwrite("intermediate", &LayerConfig::intermediate)
-      .def_readwrite("kv_mode", &LayerConfig::kv_mode)
-      .def_readwrite("kv_source", &LayerConfig::kv_source)
-      .def_readwrite("has_v_proj", &LayerConfig::has_v_proj)
-      .def_readwrite("rope_kind", &LayerConfig::rope_kind)
-      .def_readwrite("rope_theta", &LayerConfig::rope_theta)
-      .def_readwrite("rope_partial", &LayerConfig::rope_partial);
-
-  py::class_<TextConfig>(m, "TextConfig")
-      .def(py::init<>())
-      .def_readwrite("vocab", &TextConfig::vocab)
-      .def_readwrite("hidden", &TextConfig::hidden)
-      .def_readwrite("num_layers", &TextConfig::num_layers)
-      .def_readwrite("num_heads", &TextConfig::num_heads)
-      .def_readwrite("window", &TextConfig::window)
-      .def_readwrite("eps", &TextConfig::eps)
-      .def_readwrite("final_softcap", &TextConfig::final_softcap)
-      .def_readwrite("embed_scale", &TextConfig::embed_scale)
-      .def_readwrite("ple_dim", &TextConfig::ple_dim)
-      .def_readwrite("ple_embed_scale", &TextConfig::ple_embed_scale)
-      .def_readwrite("moe", &TextConfig::moe)
-      .def_readwrite("num_experts", &TextConfig::num_experts)
-      .def_readwrite("top_k", &TextConfig::top_k)
-      .def_readwrite("moe_intermediate", &TextConfig::moe_intermediate)
-      .def_readwrite("max_context", &TextConfig::max_context)
-      .def_readwrite("max_chunk", &TextConfig::max_chunk)
-      .def_readwrite("layers", &TextConfig::layers);
-
-  py::class_<TextModel, std::shared_ptr<TextModel>>(m, "TextModel")
-      .def(py::init([](const TextConfig& cfg, const py::dict& weights, const std::string& device) {
-             std::map<std::string, Tensor> w;
-             for (auto item : weights) w[item.first.cast<std::string>()] = as_tensor(item.second, "TextModel", "weights");
-             return std::make_shared<TextModel>(cfg, w, make_exec(device, false));
-           }),
-           py::arg("config"), py::arg("weights"), py::arg("device") = "cpu");
-
-  py::class_<DecoderSession>(m, "DecoderSession")
-      .def(py::init([](std::shared_ptr<TextModel> model, int64_t max_context) {
-             auto s = std::make_unique<DecoderSession>();
-             s->state = model->new_state(max_context);
-             s->model = std::move(model);
-             s->max_context = max_context;
-             return s;
-           }),
-           py::arg("model"), py::arg("max_context"))
-      .def_property_readonly("position", [](const DecoderSession& s) { return s.state->position; })
-      .def_property_readonly("max_context", [](const DecoderSession& s) { return s.max_context; })
-      .def("reset", [](DecoderSession& s) {
-        for (auto& c : s.state->caches) c.reset();
-        s.state->position = 0;
-      })
-      .def("truncate", [](DecoderSession& s, int64_t n) {
-        // Rolls the session back to its first n tokens; False (and unchanged) if a ring cannot.
-        if (n < 0 || n > s.state->position) throw InputError(cat("truncate: ", n, " is outside [0, ", s.state->position, "]"));
-        for (auto& c : s.state->caches)
-          if (!c.can_truncate(n)) return false;
-        for (auto& c : s.state->caches) c.truncate(n);
-        s.state->position = n;
-        return true;
-      }, py::arg("n"))
-      .def("cache_bytes", [](const DecoderSession& s) {
-        size_t total = 0;
-        for (const auto& c : s.state->caches) total += c.bytes();
-        return total;
-      })
-      .def("forward", [](DecoderSession& s, const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& ids,
-                         bool all_logits) {
-        std::vector<int32_t> v(ids.data(), ids.data() + ids.size());
-        py::gil_scoped_release nogil;
-        return s.model->forward(*s.state, v, all_logits);
-      }, py::arg("ids"), py::arg("all_logits") = false);
+const int32_t* ids_of(const Ids& ids, const char* what) {
+  if (ids.ndim() != 1) throw InputError(cat(what, " must be one sequence of token ids [T]"));
+  return ids.data();
 }
 
-Registrar reg("gemma4", bind);
+// A numpy copy of logits the session keeps (its [1, V] buffer is rewritten by the next forward).
+py::array owned_copy(const Tensor& t) { return tensor_to_numpy(t.clone()); }
+
+void bind(py::module_& m) {
+  py::class_<Gemma4Model, std::shared_ptr<Gemma4Model>>(m, "Model", "A loaded Gemma 4 checkpoint.")
+      .def_static("load", [](const std::string& dir, const std::string& device, int64_t max_context, int64_t prefill_chunk) {
+        gemma4::LoadOptions opt;
+        opt.exec = make_exec(device, false);
+        opt.max_context = max_context;
+        opt.prefill_chunk = prefill_chunk;
+        py::gil_scoped_release nogil;
+        return Gemma4Model::load(dir, opt);
+      }, py::arg("dir"), py::arg("device") = "cpu", py::arg("max_context") = 0, py::arg("prefill_chunk") = 256,
+         "Parses DIR/config.json and binds every tensor of the weight table from the mapped checkpoint.")
+      .def_property_readonly("config", &Gemma4Model::config, py::return_value_policy::reference_internal)
+      .def_property_readonly("dir", &Gemma4Model::dir)
+      .def_property_readonly("max_context", &Gemma4Model::max_context)
+      .def_property_readonly("device", [](const Gemma4Model& mdl) { return std::string(device_name(mdl.exec().device)); })
+      .def("embed", [](const Gemma4Model& mdl, const Ids& ids) {
+        const int64_t T = ids.size();
+        Tensor out = Tensor::empty(DType::F32, {T, mdl.config().text_config.hidden_size});
+        const int32_t* p = ids_of(ids, "ids");
+        {
+          py::gil_scoped_release nogil;
+          mdl.text().embed(p, T, out);
+        }
+        return tensor_to_numpy(out);
+      }, py::arg("ids"), "Token embeddings f32 [T, H] (scaled; placeholder ids embedded as pad).");
+
+  py::class_<Session>(m, "Session", "A KV-cached decoding session of a Model.")
+      .def(py::init<std::shared_ptr<const Gemma4Model>, int64_t>(), py::arg("model"), py::arg("max_context"))
+      .def_property_readonly("position", &Session::position)
+      .def_property_readonly("max_context", &Session::max_context)
+      .def("cache_bytes", &Session::cache_bytes)
+      .def("reset", &Session::reset)
+      .def("truncate", &Session::truncate, py::arg("n"))
+      .def("prefill", [](Session& s, const Ids& ids, bool all_logits) {
+        const int32_t* p = ids_of(ids, "input_ids");
+        Tensor out;
+        {
+          py::gil_scoped_release nogil;
+          out = s.prefill(p, ids.size(), all_logits);
+        }
+        return all_logits ? tensor_to_numpy(out) : owned_copy(out);
+      }, py::arg("ids"), py::arg("all_logits") = false)
+      .def("prefill_embeds", [](Session& s, const py::object& x, const Ids& ids, const std::optional<Ids>& blocks,
+                                bool all_logits) {
+        Tensor xt = as_tensor(x, "prefill_embeds", "embeddings");
+        const int32_t* p = ids_of(ids, "input_ids");
+        const int32_t* b = nullptr;
+        if (blocks) {
+          if (blocks->size() != ids.size()) throw InputError("prefill_embeds: block_ids must have one entry per token");
+          b = ids_of(*blocks, "block_ids");
+        }
+        Tensor out;
+        {
+          py::gil_scoped_release nogil;
+          out = s.prefill_embeds(xt, p, b, ids.size(), all_logits);
+        }
+        return all_logits ? tensor_to_numpy(out) : owned_copy(out);
+      }, py::arg("embeddings"), py::arg("ids"), py::arg("block_ids") = py::none(), py::arg("all_logits") = false)
+      .def("decode", [](Session& s, int32_t id) {
+        Tensor out;
+        {
+          py::gil_scoped_release nogil;
+          out = s.decode(id);
+        }
+        return owned_copy(out);
+      }, py::arg("token_id"))
+      .def("sample", [](Session& s, Sampler& sampler) {
+        py::gil_scoped_release nogil;
+        return s.sample(sampler);
+      }, py::arg("sampler"), "The next token drawn from the last position's logits.")
+      .def("step", [](Session& s, int32_t id, Sampler& sampler) {
+        py::gil_scoped_release nogil;
+        return s.step(id, sampler);
+      }, py::arg("token_id"), py::arg("sampler"), "Feeds token_id and samples the next one, all in C++.");
+}
+
+Registrar reg("gemma4", bind, 60);
 
 }  // namespace
 }  // namespace mb::py_bind

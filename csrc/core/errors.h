@@ -18,6 +18,8 @@ class ConfigError : public MarkbaseError { using MarkbaseError::MarkbaseError; }
 class InputError : public MarkbaseError { using MarkbaseError::MarkbaseError; };
 // The requested device is not available or failed.
 class DeviceError : public MarkbaseError { using MarkbaseError::MarkbaseError; };
+// A computation produced NaN or Inf (the message names where, when a trace located it).
+class NumericsError : public MarkbaseError { using MarkbaseError::MarkbaseError; };
 
 // Builds a message from stream-able parts: throw InputError(cat("linear: x has ", n, " dims")).
 template <class... Parts>

@@ -1,5 +1,8 @@
 #include "io/json.h"
 
+#include <charconv>
+#include <limits>
+#include <system_error>
 #include <unordered_set>
 
 #include "core/errors.h"
@@ -274,6 +277,7 @@ class Parser {
   // Grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
   void parse_number(Value& v) {
     v.kind = Kind::Number;
+    const size_t start = pos_;
     auto digit = [&] { return !eof() && peek() >= '0' && peek() <= '9'; };
     if (peek() == '-') { v.negative = true; ++pos_; }
     if (!digit()) fail("expected a digit in JSON number");
@@ -306,6 +310,18 @@ class Parser {
     }
     v.integral = integer && fits;
     v.magnitude = v.integral ? mag : 0;
+    // Locale-independent; a literal beyond double's range gives ±inf (from_chars reports it, value unset).
+    const char* first = t_.data() + start;
+    const char* last = t_.data() + pos_;
+    auto [ptr, ec] = std::from_chars(first, last, v.number);
+    if (ec == std::errc::result_out_of_range) {
+      // from_chars leaves the value unset: underflow (tiny exponent) is 0, overflow is ±inf.
+      bool tiny = false;
+      for (const char* c = first; c < last; ++c)
+        if (*c == 'e' || *c == 'E') tiny = c + 1 < last && c[1] == '-';
+      v.number = tiny ? 0.0 : std::numeric_limits<double>::infinity();
+      if (v.negative) v.number = -v.number;
+    }
   }
 };
 

@@ -18,14 +18,15 @@ const char* kind_name(Kind k);  // "null", "a boolean", "a number", ...
 
 struct Children;
 
-// One parsed JSON value. Numbers keep only what the readers need: sign, and the exact magnitude
-// when the literal is an integer (no fraction, no exponent) that fits in uint64.
+// One parsed JSON value. Numbers keep their sign, the exact magnitude when the literal is an integer
+// (no fraction, no exponent) that fits in uint64, and the nearest double (±inf when out of range).
 struct Value {
   Kind kind = Kind::Null;
   bool boolean = false;    // Bool
   bool negative = false;   // Number: written with a leading '-'
   bool integral = false;   // Number: integer literal whose magnitude fits in uint64
   uint64_t magnitude = 0;  // Number: |value| when integral
+  double number = 0.0;     // Number: the literal as the nearest double (signed)
   std::string str;         // String: decoded UTF-8
   std::unique_ptr<Children> children;  // Array / Object
 

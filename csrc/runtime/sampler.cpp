@@ -49,16 +49,35 @@ Sampler::Sampler(SamplerParams p, uint64_t seed) : p_(p), rng_(seed) {
 
 void Sampler::reset(uint64_t seed) {
   rng_ = Rng(seed);
-  counts_.clear();
-  prompt_.clear();
+  std::fill(counts_.begin(), counts_.end(), 0);
+  std::fill(in_prompt_.begin(), in_prompt_.end(), uint8_t(0));
+  prompt_ids_.clear();
 }
 
 void Sampler::observe_prompt(const int32_t* tokens, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) ++prompt_[tokens[i]];
+  if (!in_prompt_.empty()) {
+    for (int64_t i = 0; i < n; ++i)
+      if (tokens[i] >= 0 && size_t(tokens[i]) < in_prompt_.size()) in_prompt_[size_t(tokens[i])] = 1;
+    return;
+  }
+  prompt_ids_.insert(prompt_ids_.end(), tokens, tokens + n);
+}
+
+void Sampler::fit(int64_t vocab) {
+  if (int64_t(counts_.size()) == vocab) return;
+  counts_.assign(size_t(vocab), 0);
+  in_prompt_.assign(size_t(vocab), 0);
+  for (int32_t t : prompt_ids_)
+    if (t >= 0 && t < vocab) in_prompt_[size_t(t)] = 1;
+  prompt_ids_.clear();
+  work_.reserve(size_t(vocab));
+  order_.reserve(size_t(vocab));
+  prob_.reserve(size_t(vocab));
 }
 
 int32_t Sampler::sample(const float* logits, int64_t vocab) {
   if (vocab <= 0) throw InputError("sampler: empty logits");
+  fit(vocab);
   work_.assign(logits, logits + vocab);
   float* z = work_.data();
   for (int64_t i = 0; i < vocab; ++i)
@@ -67,16 +86,12 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
     float& v = z[tok];
     v = v > 0.f ? v / p_.repetition_penalty : v * p_.repetition_penalty;
   };
-  if (p_.repetition_penalty != 1.f) {
-    for (const auto& [tok, cnt] : prompt_)
-      if (tok >= 0 && tok < vocab) penalise_repeat(tok);
-    for (const auto& [tok, cnt] : counts_)
-      if (tok >= 0 && tok < vocab && !prompt_.count(tok)) penalise_repeat(tok);
-  }
-  for (const auto& [tok, cnt] : counts_) {
-    if (tok < 0 || tok >= vocab) continue;
-    z[tok] -= p_.presence_penalty + p_.frequency_penalty * float(cnt);
-  }
+  if (p_.repetition_penalty != 1.f)
+    for (int32_t tok = 0; tok < vocab; ++tok)
+      if (in_prompt_[size_t(tok)] || counts_[size_t(tok)]) penalise_repeat(tok);
+  if (p_.presence_penalty != 0.f || p_.frequency_penalty != 0.f)
+    for (int32_t tok = 0; tok < vocab; ++tok)
+      if (const int32_t cnt = counts_[size_t(tok)]) z[tok] -= p_.presence_penalty + p_.frequency_penalty * float(cnt);
   int32_t chosen;
   if (p_.temperature == 0.f) {
     chosen = int32_t(std::max_element(z, z + vocab) - z);  // first maximum: lowest index on ties
@@ -93,7 +108,8 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
       std::sort(order_.begin(), order_.end(), by_logit);
     }
     // Softmax of logit / temperature over the candidates (f64 for a stable cumulative sum).
-    std::vector<double> prob(static_cast<size_t>(n));
+    std::vector<double>& prob = prob_;
+    prob.resize(static_cast<size_t>(n));
     const double inv_t = 1.0 / double(p_.temperature);
     const double zmax = double(z[order_[0]]) * inv_t;
     double sum = 0.0;
@@ -125,7 +141,7 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
       if (u < cum) { chosen = order_[size_t(i)]; break; }
     }
   }
-  ++counts_[chosen];
+  ++counts_[size_t(chosen)];
   return chosen;
 }
 

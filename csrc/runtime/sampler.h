@@ -4,7 +4,6 @@
 // then temperature, top-k, top-p, min-p on the softmax of what is left; temperature 0 = greedy.
 #pragma once
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 namespace mb::runtime {
@@ -41,12 +40,18 @@ class Sampler {
   void reset(uint64_t seed);
 
  private:
+  // Sizes the dense per-token tables for `vocab` (first sample; again only if the vocabulary changes).
+  void fit(int64_t vocab);
+
   SamplerParams p_;
   Rng rng_;
-  std::unordered_map<int32_t, int32_t> counts_;  // generated token -> occurrences
-  std::unordered_map<int32_t, int32_t> prompt_;  // prompt token -> occurrences
+  // Dense per-token tables, sized at the first sample: no allocation per token after that.
+  std::vector<int32_t> counts_;      // generated token -> occurrences
+  std::vector<uint8_t> in_prompt_;   // prompt token -> seen
+  std::vector<int32_t> prompt_ids_;  // prompt tokens observed before the vocabulary size is known
   std::vector<float> work_;
   std::vector<int32_t> order_;
+  std::vector<double> prob_;
 };
 
 }  // namespace mb::runtime

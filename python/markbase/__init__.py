@@ -7,6 +7,7 @@ from ._core import (
     DeviceError,
     InputError,
     MarkbaseError,
+    NumericsError,
     Tensor,
 )
 
@@ -38,4 +39,5 @@ __all__ = [
     "ConfigError",
     "InputError",
     "DeviceError",
+    "NumericsError",
 ]

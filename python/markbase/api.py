@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Iterable
 
 import numpy as np
 
 from . import _core
-from ._core import CheckpointError, DeviceError, InputError, MarkbaseError
+from ._core import DeviceError, InputError
 
 _TORCH_LIKE_INT_KINDS = ("i", "u")
-
-
-def _round_to_dtype(value: float, dtype: str) -> float:
-    """`value` as the checkpoint's storage dtype would hold it (transformers casts embed_scale to it)."""
-    f = np.float32(value)
-    if dtype == "BF16":
-        bits = np.array([f], np.float32).view(np.uint32)[0]
-        bits = (int(bits) + 0x7FFF + ((int(bits) >> 16) & 1)) >> 16 << 16
-        return float(np.array([bits], np.uint32).view(np.float32)[0])
-    if dtype == "F16":
-        return float(np.float16(f))
-    return float(f)
 
 
 def _resolve_device(device: str) -> str:
@@ -57,11 +44,11 @@ def _as_ids(input_ids, vocab: int, what: str = "input_ids") -> np.ndarray:
 
 
 class Session:
-    """A KV-cached decoding session: prefill a prompt, then decode one token at a time."""
+    """A KV-cached decoding session: prefill a prompt, then decode one token at a time (C++ runtime.Session)."""
 
     def __init__(self, model: "Model", max_context: int):
         self._model = model
-        self._s = _core.gemma4.DecoderSession(model._text, max_context)
+        self._s = _core.gemma4.Session(model._core, max_context)
 
     @property
     def position(self) -> int:
@@ -80,40 +67,52 @@ class Session:
         when a sliding-window cache no longer holds what position n needs; then reset() instead."""
         return bool(self._s.truncate(int(n)))
 
-    def _run(self, ids: np.ndarray, all_logits: bool) -> np.ndarray:
-        if self.position + len(ids) > self.max_context:
-            raise InputError(f"context limit: {self.position} tokens in the session + {len(ids)} new > max_context "
-                             f"{self.max_context}")
-        logits = self._s.forward(ids, all_logits).numpy()
-        if not np.isfinite(logits).all():
-            raise MarkbaseError("the forward pass produced NaN/Inf logits; the checkpoint may hold non-finite "
-                                f"weights (run `markbase validate {self._model.path}`)")
-        return logits
-
     def prefill(self, input_ids, all_logits: bool = False) -> np.ndarray:
-        """Runs the prompt; returns float32 logits of the last position [vocab] (or [T, vocab] with all_logits)."""
-        ids = _as_ids(input_ids, self._model.config.text.vocab_size)
-        logits = self._run(ids, all_logits)
+        """Runs the prompt; returns float32 logits of the last position [vocab] (or [T, vocab] with all_logits).
+        Non-finite logits raise NumericsError."""
+        ids = _as_ids(input_ids, self._model.config.text_config.vocab_size)
+        logits = self._s.prefill(ids, all_logits)
+        return logits if all_logits else logits[0]
+
+    def prefill_embeddings(self, embeddings, input_ids, block_ids=None, all_logits: bool = False) -> np.ndarray:
+        """Runs caller-made embeddings [T, hidden] f32 (rows of model.embed(ids), some replaced by soft tokens)
+        with their ids [T] (still needed for the per-layer embeddings). block_ids [T]: tokens sharing an id
+        >= 0 attend to each other bidirectionally on models with use_bidirectional_attention == "vision"
+        (one id per image / video frame), -1 elsewhere."""
+        ids = _as_ids(input_ids, self._model.config.text_config.vocab_size)
+        x = np.ascontiguousarray(embeddings, dtype=np.float32)
+        blocks = None if block_ids is None else np.ascontiguousarray(block_ids, dtype=np.int32)
+        logits = self._s.prefill_embeds(x, ids, blocks, all_logits)
         return logits if all_logits else logits[0]
 
     def decode(self, token_id: int) -> np.ndarray:
         """Feeds one token; returns float32 logits [vocab] for the next position. Costs one token's work."""
+        return self._s.decode(self._token(token_id, "token_id"))[0]
+
+    def sample(self, sampler) -> int:
+        """The next token drawn by `sampler` (markbase._core.Sampler) from the last position's logits."""
+        return int(self._s.sample(sampler))
+
+    def step(self, token_id: int, sampler) -> int:
+        """Feeds token_id and returns the next token drawn by `sampler`: the logits stay in C++."""
+        return int(self._s.step(self._token(token_id, "token_id"), sampler))
+
+    def _token(self, token_id, what: str) -> int:
         if isinstance(token_id, (bool, np.bool_)) or not isinstance(token_id, (int, np.integer)):
-            raise InputError(f"decode: token_id must be an integer, got {type(token_id).__name__}")
-        ids = _as_ids(np.array([int(token_id)]), self._model.config.text.vocab_size, "token_id")
-        return self._run(ids, False)[0]
+            raise InputError(f"decode: {what} must be an integer, got {type(token_id).__name__}")
+        return int(_as_ids(np.array([int(token_id)]), self._model.config.text_config.vocab_size, what)[0])
 
 
 class Model:
     """A loaded Gemma 4 checkpoint (text decoder on the chosen device)."""
 
-    def __init__(self, path: str, config, text_model, device: str, max_context: int, report):
+    def __init__(self, path: str, core_model, report):
         self.path = path
-        self.config = config
-        self.device = device
-        self.max_context = max_context
+        self._core = core_model
+        self.config = core_model.config
+        self.device = core_model.device
+        self.max_context = core_model.max_context
         self.validation = report
-        self._text = text_model
         self._tokenizer = None
 
     @property
@@ -129,9 +128,9 @@ class Model:
     def modalities(self) -> set[str]:
         """Input media this checkpoint carries encoders for (text always)."""
         out = {"text"}
-        if self.config.vision is not None:
+        if self.config.vision_config is not None:
             out |= {"image", "video"}
-        if self.config.audio is not None:
+        if self.config.audio_config is not None:
             out.add("audio")
         return out
 
@@ -208,42 +207,21 @@ class Model:
             raise InputError(f"session: max_context must be in [1, {self.max_context}], got {max_context}")
         return Session(self, mc)
 
+    def embed(self, input_ids) -> np.ndarray:
+        """Token embeddings float32 [T, hidden]: E[ids] * sqrt(hidden), image / audio / video placeholder ids
+        embedded as the pad id (as transformers does). Rows can be replaced by soft tokens and the result
+        run with Session.prefill_embeddings."""
+        return self._core.embed(_as_ids(input_ids, self.config.text_config.vocab_size))
+
     def logits(self, input_ids) -> np.ndarray:
         """Full forward from an empty cache: float32 logits [T, vocab]."""
-        ids = _as_ids(input_ids, self.config.text.vocab_size)
+        ids = _as_ids(input_ids, self.config.text_config.vocab_size)
         if len(ids) > self.max_context:
             raise InputError(f"context limit: {len(ids)} tokens > max_context {self.max_context}")
         return Session(self, max(len(ids), 1)).prefill(ids, all_logits=True)
 
     def __repr__(self) -> str:
         return f"markbase.Model({self.config.family}, {self.path!r}, device={self.device!r})"
-
-
-def _text_config(cfg, dtypes: dict[str, str], max_context: int):
-    t = cfg.text
-    c = _core.gemma4.TextConfig()
-    c.vocab, c.hidden, c.num_layers, c.num_heads = t.vocab_size, t.hidden_size, t.num_hidden_layers, t.num_attention_heads
-    c.window = t.sliding_window
-    c.eps = t.rms_norm_eps
-    c.final_softcap = t.final_logit_softcapping or 0.0
-    c.embed_scale = _round_to_dtype(math.sqrt(t.hidden_size), dtypes["embed_tokens.weight"])
-    c.ple_dim = t.hidden_size_per_layer_input
-    if t.has_ple:
-        c.ple_embed_scale = _round_to_dtype(math.sqrt(t.hidden_size_per_layer_input), dtypes["embed_tokens_per_layer.weight"])
-    c.moe = t.enable_moe_block
-    c.num_experts, c.top_k, c.moe_intermediate = t.num_experts, t.top_k_experts, t.moe_intermediate_size
-    c.max_context = max_context
-    layers = []
-    for L in t.layers:
-        lc = _core.gemma4.LayerConfig()
-        lc.index, lc.sliding, lc.head_dim, lc.num_kv_heads = L.index, L.is_sliding, L.head_dim, L.num_kv_heads
-        lc.intermediate, lc.kv_source, lc.has_v_proj = L.intermediate_size, L.kv_source, L.has_v_proj
-        lc.kv_mode = {None: _core.gemma4.KvMode.own, "store": _core.gemma4.KvMode.store,
-                      "reuse": _core.gemma4.KvMode.reuse}[L.kv_mode]
-        lc.rope_kind, lc.rope_theta, lc.rope_partial = L.rope.kind, L.rope.theta, L.rope.partial_rotary_factor
-        layers.append(lc)
-    c.layers = layers
-    return c
 
 
 def _preload(ckpt, names: list[str], progress: bool | None) -> None:
@@ -277,7 +255,6 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     instead of on first use.
     """
     from .io import open_checkpoint
-    from .models.gemma4 import weight_table
     from .models.gemma4.weights import text_prefix
     from .validate import require_valid
 
@@ -289,31 +266,18 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     from .models.gemma4 import load_config
 
     cfg = load_config(path)
-    limit = cfg.text.max_position_embeddings
+    limit = cfg.text_config.max_position_embeddings
     if max_context is None:
         max_context = limit
     if isinstance(max_context, bool) or not isinstance(max_context, int) or not 1 <= max_context <= limit:
         raise InputError(f"load: max_context must be an integer in [1, {limit}] (max_position_embeddings), got {max_context!r}")
     if isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, int) or prefill_chunk < 1:
         raise InputError(f"load: prefill_chunk must be a positive integer, got {prefill_chunk!r}")
-    ckpt = open_checkpoint(path)
-    prefix = text_prefix(cfg)
-    weights: dict[str, object] = {}
-    dtypes: dict[str, str] = {}
-    keys = set(ckpt.keys())
-    for spec in weight_table(cfg):
-        if spec.component != "text" or not spec.required:
-            continue
-        stored = next((n for n in (spec.name, *spec.aliases) if n in keys), None)
-        if stored is None:
-            raise CheckpointError(f"{path}: tensor {spec.name} is missing")
-        short = spec.name[len(prefix):]
-        weights[short] = ckpt.tensor(stored)
-        dtypes[short] = ckpt.dtype(stored)
     if preload:
         # The PLE table is gathered row by row, never read whole: leave it to the page cache.
-        _preload(ckpt, sorted(n for n in keys if n.startswith(prefix) and "embed_tokens_per_layer" not in n), progress)
-    tcfg = _text_config(cfg, dtypes, max_context)
-    tcfg.max_chunk = prefill_chunk
-    text = _core.gemma4.TextModel(tcfg, weights, device)
-    return Model(path, cfg, text, device, max_context, report)
+        ckpt = open_checkpoint(path)
+        prefix = text_prefix(cfg)
+        _preload(ckpt, sorted(n for n in ckpt.keys() if n.startswith(prefix) and "embed_tokens_per_layer" not in n),
+                 progress)
+    core = _core.gemma4.Model.load(path, device, max_context, prefill_chunk)
+    return Model(path, core, report)

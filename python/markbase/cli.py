@@ -209,8 +209,9 @@ def cmd_inspect(args) -> int:
         lo, hi = ckpt.offsets(name)
         nbytes[comp] = nbytes.get(comp, 0) + (hi - lo)
         dtypes.setdefault(comp, set()).add(ckpt.dtype(name))
-    t = cfg.text
-    modalities = ["text"] + (["image", "video"] if cfg.vision is not None else []) + (["audio"] if cfg.audio is not None else [])
+    t = cfg.text_config
+    modalities = ["text"] + (["image", "video"] if cfg.vision_config is not None else []) + (
+        ["audio"] if cfg.audio_config is not None else [])
     print(f"checkpoint   {args.dir}")
     print(f"family       {cfg.family} (model_type {cfg.model_type})")
     print(f"modalities   {', '.join(modalities)}")

@@ -62,7 +62,7 @@ class SamplingOptions:
 
 def generation_defaults(path: str, config) -> dict:
     """Defaults from generation_config.json (do_sample false → greedy), eos ids from it or config.json."""
-    out: dict = {"eos_ids": list(config.eos_token_ids) or [1]}
+    out: dict = {"eos_ids": list(config.eos_token_id) or [1]}
     p = os.path.join(path, "generation_config.json")
     if not os.path.exists(p):
         return out
@@ -159,7 +159,7 @@ def run_generation(model, session, prompt_ids: list[int], opts: SamplingOptions,
     if session.position + len(new) >= session.max_context:
         raise InputError(f"context limit: the prompt needs {session.position + len(new)} of {session.max_context} "
                          f"positions and leaves no room to generate")
-    logits = session.prefill(np.asarray(new, np.int64))
+    session.prefill(np.asarray(new, np.int32))
     prefill_s = time.perf_counter() - t0
     stream = tok.stream()
     stops = _StopScanner(opts.stop)
@@ -168,8 +168,8 @@ def run_generation(model, session, prompt_ids: list[int], opts: SamplingOptions,
     finish, stop_hit = "length", None
     ttft = 0.0
     t_decode = time.perf_counter()
+    token = session.sample(sampler)  # from the prompt's last logits; each step below samples in C++
     while True:
-        token = int(sampler.sample(logits))
         if not generated:
             ttft = time.perf_counter() - t0
         if token in eos:
@@ -189,7 +189,7 @@ def run_generation(model, session, prompt_ids: list[int], opts: SamplingOptions,
         if session.position + 1 > session.max_context:
             finish = "context"
             break
-        logits = session.decode(token)
+        token = session.step(token, sampler)
     decode_s = time.perf_counter() - t_decode
     if finish != "stop":
         tail = stream.flush()

@@ -143,7 +143,7 @@ def validate(path: str | os.PathLike, scan_values: bool = True, progress: bool |
     """Checks a checkpoint directory against the weight table of its config.json."""
     from .io import SafetensorsFile
     from .models.gemma4 import load_config, weight_table
-    from .models.gemma4.weights import layer_of, text_prefix
+    from .models.gemma4.weights import layer_of, short_name, text_prefix
 
     path = os.fspath(path)
     report = Report(path=path)
@@ -210,7 +210,7 @@ def validate(path: str | os.PathLike, scan_values: bool = True, progress: bool |
             continue
         totals[layer_of(spec)] += 1
         if spec.name not in seen_specs:
-            groups[layer_of(spec)].append(spec.short(prefix if spec.component == "text" else "model."))
+            groups[layer_of(spec)].append(short_name(spec, prefix if spec.component == "text" else "model."))
     report.missing = dict(groups)
     report.missing_total = {g: totals[g] for g in groups}
     report.tensors_found = len(seen_specs & {s.name for s in table if s.required})

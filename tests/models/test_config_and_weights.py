@@ -40,7 +40,7 @@ def test_weight_table_equals_released_tensor_list(name):
 
 
 def test_released_layer_maps():
-    e2b = parse_config(released("gemma-4-E2B-it")).text
+    e2b = parse_config(released("gemma-4-E2B-it")).text_config
     full = [L.index for L in e2b.layers if not L.is_sliding]
     assert full == [4, 9, 14, 19, 24, 29, 34]
     assert [L.index for L in e2b.layers if L.kv_mode == "store"] == [13, 14]
@@ -48,13 +48,13 @@ def test_released_layer_maps():
     assert e2b.layers[20].kv_source == 13 and e2b.layers[19].kv_source == 14
     assert {L.intermediate_size for L in e2b.layers[:15]} == {6144}
     assert {L.intermediate_size for L in e2b.layers[15:]} == {12288}
-    assert e2b.layers[4].head_dim == 512 and e2b.layers[4].num_kv_heads == 1  # no k=v: no global kv override
-    a4b = parse_config(released("gemma-4-26B-A4B-it")).text
-    assert a4b.layers[5].num_kv_heads == 2 and a4b.layers[5].head_dim == 512 and not a4b.layers[5].has_v_proj
-    assert a4b.layers[0].num_kv_heads == 8 and a4b.layers[0].has_v_proj
+    assert e2b.layers[4].head_dim == 512 and e2b.layers[4].num_key_value_heads == 1  # no k=v: no global kv override
+    a4b = parse_config(released("gemma-4-26B-A4B-it")).text_config
+    assert a4b.layers[5].num_key_value_heads == 2 and a4b.layers[5].head_dim == 512 and not a4b.layers[5].has_v_proj
+    assert a4b.layers[0].num_key_value_heads == 8 and a4b.layers[0].has_v_proj
     assert a4b.enable_moe_block and a4b.num_experts == 128 and a4b.top_k_experts == 8
     u12 = parse_config(released("gemma-4-12B-it"))
-    assert u12.is_unified and not u12.text.has_ple and u12.text.layers[5].num_kv_heads == 1
+    assert u12.is_unified and not u12.text_config.has_ple and u12.text_config.layers[5].num_key_value_heads == 1
 
 
 def test_transformers_form_equals_published_form():
@@ -66,7 +66,7 @@ def test_transformers_form_equals_published_form():
     t["per_layer_config"] = {str(i): {"head_dim": t.pop("global_head_dim") if i == full[0] else 512,
                                       "num_key_value_heads": 4} for i in full}
     t.pop("num_global_key_value_heads")
-    assert parse_config(tf).text.layers == parse_config(pub).text.layers
+    assert parse_config(tf).text_config.layers == parse_config(pub).text_config.layers
 
 
 @pytest.mark.parametrize("mutate, field", [

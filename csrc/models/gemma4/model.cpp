@@ -1,0 +1,91 @@
+#include "models/gemma4/model.h"
+
+#include <cmath>
+
+#include "core/errors.h"
+
+namespace mb::gemma4 {
+
+namespace {
+
+// Collects the walk into a list.
+class TableCollector : public WeightVisitor {
+ public:
+  std::vector<WeightSpec> specs;
+  void weight(const WeightSpec& spec, Hold, Tensor*, float*) override { specs.push_back(spec); }
+};
+
+// `value` as the table's storage dtype holds it: transformers casts sqrt(H) to the weight dtype (spec §2.2).
+float round_to_dtype(double value, DType dtype) {
+  const float f = float(value);
+  if (dtype == DType::BF16) return bf16_to_f32(f32_to_bf16(f));
+  if (dtype == DType::F16) return f16_to_f32(f32_to_f16(f));
+  return f;
+}
+
+}  // namespace
+
+void visit_weights(const Gemma4Config& cfg, ModelWeights& w, WeightVisitor& visitor) {
+  const int64_t H = cfg.text_config.hidden_size;
+  // Text-only checkpoints keep the decoder under "model."; multimodal ones under "model.language_model."
+  // (also accepted with the legacy doubled prefix "model.language_model.model.").
+  const bool text_only = cfg.model_type == "gemma4_text" || cfg.model_type == "gemma4_unified_text";
+  const WeightScope text = text_only ? WeightScope(visitor, "model.", "text")
+                                     : WeightScope(visitor, "model.language_model.", "text", {"model.language_model.model."});
+  visit_weights(cfg.text_config, w.text, text);
+  if (cfg.vision_config) {
+    w.vision.emplace();
+    visit_weights(*cfg.vision_config, H, *w.vision, WeightScope(visitor, "model.vision_tower.", "vision"),
+                  WeightScope(visitor, "model.embed_vision.", "embed_vision"));
+  }
+  if (cfg.audio_config) {
+    w.audio.emplace();
+    visit_weights(*cfg.audio_config, H, *w.audio, WeightScope(visitor, "model.audio_tower.", "audio"),
+                  WeightScope(visitor, "model.embed_audio.", "embed_audio"));
+  }
+  if (cfg.unified_vision_config) {
+    w.unified_vision.emplace();
+    visit_weights(*cfg.unified_vision_config, H, *w.unified_vision, WeightScope(visitor, "model.embed_vision.", "embed_vision"));
+  }
+  if (cfg.unified_audio_config) {
+    w.unified_audio.emplace();
+    visit_weights(*cfg.unified_audio_config, H, *w.unified_audio, WeightScope(visitor, "model.embed_audio.", "embed_audio"));
+  }
+  // An untied copy of the LM head is tolerated and never read (the head is tied to embed_tokens).
+  WeightScope(visitor, "", "text").ignored("lm_head.weight", {cfg.text_config.vocab_size, H});
+}
+
+std::vector<WeightSpec> weight_table(const Gemma4Config& cfg) {
+  TableCollector c;
+  ModelWeights scratch;
+  visit_weights(cfg, scratch, c);
+  return std::move(c.specs);
+}
+
+std::shared_ptr<Gemma4Model> Gemma4Model::load(const std::string& dir, const LoadOptions& opt) {
+  std::shared_ptr<Gemma4Model> m(new Gemma4Model());
+  m->dir_ = dir;
+  m->cfg_ = load_config(dir);
+  m->exec_ = opt.exec;
+  const TextConfig& t = m->cfg_.text_config;
+  m->max_context_ = opt.max_context ? opt.max_context : t.max_position_embeddings;
+  if (m->max_context_ < 1 || m->max_context_ > t.max_position_embeddings)
+    throw InputError(cat("load: max_context must be an integer in [1, ", t.max_position_embeddings,
+                         "] (max_position_embeddings), got ", opt.max_context));
+  if (opt.prefill_chunk < 1) throw InputError(cat("load: prefill_chunk must be a positive integer, got ", opt.prefill_chunk));
+  m->ckpt_ = io::Checkpoint::open(dir);
+  CheckpointBinder binder(m->ckpt_);
+  visit_weights(m->cfg_, m->weights_, binder);
+
+  TextSettings s;
+  s.max_chunk = opt.prefill_chunk;
+  const TextWeights& tw = m->weights_.text;
+  s.embed_scale = round_to_dtype(std::sqrt(double(t.hidden_size)), tw.embed_tokens.dtype());
+  if (t.has_ple())
+    s.ple_embed_scale = round_to_dtype(std::sqrt(double(t.hidden_size_per_layer_input)), tw.embed_tokens_per_layer.dtype());
+  for (int64_t id : m->cfg_.placeholder_token_ids()) s.placeholder_ids.push_back(int32_t(id));
+  m->text_ = std::make_unique<TextDecoder>(t, m->weights_.text, s, m->exec_);
+  return m;
+}
+
+}  // namespace mb::gemma4

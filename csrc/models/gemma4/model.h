@@ -1,0 +1,67 @@
+// A loaded Gemma 4 checkpoint: its config, the text decoder and the encoders' weights (vision tower,
+// audio tower or, on the 12B, the unified embedders), all bound from one walk of the weight table over
+// the memory-mapped checkpoint.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "io/checkpoint.h"
+#include "models/gemma4/audio.h"
+#include "models/gemma4/config.h"
+#include "models/gemma4/text.h"
+#include "models/gemma4/unified_embedders.h"
+#include "models/gemma4/vision.h"
+#include "models/gemma4/weights.h"
+
+namespace mb::gemma4 {
+
+// Every tensor the model reads, by part.
+struct ModelWeights {
+  TextWeights text;
+  std::optional<VisionWeights> vision;                // gemma4 with a vision_config
+  std::optional<AudioWeights> audio;                  // gemma4 with an audio_config
+  std::optional<UnifiedVisionWeights> unified_vision;  // gemma4_unified
+  std::optional<UnifiedAudioWeights> unified_audio;
+};
+
+// The whole model's walk: the text decoder, then the encoders its config has, then the ignorable
+// untied lm_head. The parts exist in `w` afterwards (the optional ones as the config says).
+void visit_weights(const Gemma4Config& cfg, ModelWeights& w, WeightVisitor& visitor);
+
+// Every tensor a checkpoint of this config holds (plus the ignorable ones), in a stable order.
+std::vector<WeightSpec> weight_table(const Gemma4Config& cfg);
+
+struct LoadOptions {
+  Exec exec;                   // the device the model runs on
+  int64_t max_context = 0;     // 0: max_position_embeddings
+  int64_t prefill_chunk = 256;
+};
+
+class Gemma4Model {
+ public:
+  // Parses DIR/config.json, opens the checkpoint and binds every tensor of the weight table.
+  static std::shared_ptr<Gemma4Model> load(const std::string& dir, const LoadOptions& options);
+
+  const std::string& dir() const { return dir_; }
+  const Gemma4Config& config() const { return cfg_; }
+  const TextDecoder& text() const { return *text_; }
+  int64_t max_context() const { return max_context_; }
+  const Exec& exec() const { return exec_; }
+  const ModelWeights& weights() const { return weights_; }
+
+ private:
+  Gemma4Model() = default;
+
+  std::string dir_;
+  Gemma4Config cfg_;
+  io::Checkpoint ckpt_;  // the mappings every bound tensor views
+  ModelWeights weights_;
+  std::unique_ptr<TextDecoder> text_;
+  Exec exec_;
+  int64_t max_context_ = 0;
+};
+
+}  // namespace mb::gemma4

@@ -1,0 +1,29 @@
+// The 12B (gemma4_unified) encoder-free embedders (spec §5.2, §5.3): a patch embedder for 48-px image
+// patches and a projection of raw 640-sample waveform frames. Their weights and names; the forward passes
+// land with the images and audio issues.
+#pragma once
+#include "core/tensor.h"
+#include "models/gemma4/config.h"
+#include "models/gemma4/weights.h"
+
+namespace mb::gemma4 {
+
+struct UnifiedVisionWeights {
+  Tensor patch_ln1_weight, patch_ln1_bias;  // LayerNorm over 3·mp² (eps 1e-5)
+  Tensor patch_dense_weight, patch_dense_bias;  // [E, 3·mp²], [E]
+  Tensor patch_ln2_weight, patch_ln2_bias;  // [E]
+  Tensor pos_embedding;                     // [mm_posemb_size, 2, E]
+  Tensor pos_norm_weight, pos_norm_bias;    // [E]
+  Tensor embedding_projection;              // multimodal_embedder.embedding_projection: [H_text, output_proj_dims]
+};
+
+struct UnifiedAudioWeights {
+  Tensor embedding_projection;  // model.embed_audio.embedding_projection: [H_text, audio_embed_dim]
+};
+
+// Names "model.embed_vision." tensors (the released checkpoint spells most of them
+// "model.vision_embedder.*", transformers renames them at load) and "model.embed_audio." ones.
+void visit_weights(const UnifiedVisionConfig& cfg, int64_t text_hidden, UnifiedVisionWeights& w, const WeightScope& s);
+void visit_weights(const UnifiedAudioConfig& cfg, int64_t text_hidden, UnifiedAudioWeights& w, const WeightScope& s);
+
+}  // namespace mb::gemma4

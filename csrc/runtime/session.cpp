@@ -1,0 +1,97 @@
+#include "runtime/session.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/errors.h"
+
+namespace mb::runtime {
+
+Session::Session(std::shared_ptr<const gemma4::Gemma4Model> model, int64_t max_context)
+    : model_(std::move(model)), max_context_(max_context) {
+  if (max_context < 1 || max_context > model_->max_context())
+    throw InputError(cat("session: max_context must be in [1, ", model_->max_context(), "], got ", max_context));
+  state_ = model_->text().new_state(max_context);
+  last_logits_ = Tensor::empty(DType::F32, {1, model_->config().text_config.vocab_size});
+}
+
+size_t Session::cache_bytes() const {
+  size_t total = 0;
+  for (const auto& c : state_->caches) total += c.bytes();
+  return total;
+}
+
+void Session::reset() {
+  for (auto& c : state_->caches) c.reset();
+  state_->position = 0;
+  state_->next_block = 0;
+  have_logits_ = false;
+}
+
+bool Session::truncate(int64_t n) {
+  if (n < 0 || n > state_->position) throw InputError(cat("truncate: ", n, " is outside [0, ", state_->position, "]"));
+  for (const auto& c : state_->caches)
+    if (!c.can_truncate(n)) return false;
+  for (auto& c : state_->caches) c.truncate(n);
+  if (n != state_->position) have_logits_ = false;
+  state_->position = n;
+  return true;
+}
+
+void Session::check_room(int64_t T) const {
+  if (T < 1) throw InputError("no tokens to run");
+  if (state_->position + T > max_context_)
+    throw InputError(cat("context limit: ", state_->position, " tokens in the session + ", T, " new > max_context ",
+                         max_context_));
+}
+
+void Session::check_finite(const Tensor& logits) const {
+  const float* p = logits.data_as<const float>();
+  const int64_t n = logits.numel(), V = logits.size(-1);
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i]))
+      throw NumericsError(cat("the forward pass produced NaN/Inf logits (row ", i / V, " of ", n / V,
+                              "); the checkpoint may hold non-finite weights (run `markbase validate ", model_->dir(),
+                              "`), and `markbase trace ", model_->dir(), "` finds the first non-finite intermediate"));
+}
+
+Tensor Session::prefill(const int32_t* ids, int64_t T, bool all_logits) {
+  return prefill_embeds(Tensor(), ids, nullptr, T, all_logits);
+}
+
+Tensor Session::prefill_embeds(const Tensor& x, const int32_t* ids, const int32_t* block_ids, int64_t T, bool all_logits) {
+  check_room(T);
+  have_logits_ = false;
+  Tensor out = all_logits ? Tensor::empty(DType::F32, {T, model_->config().text_config.vocab_size}) : last_logits_;
+  const gemma4::TextDecoder& text = model_->text();
+  if (x.defined() || block_ids) text.forward_embeds(*state_, x, ids, block_ids, T, all_logits, out);
+  else text.forward(*state_, ids, T, all_logits, out);
+  if (all_logits) {
+    // The last row doubles as the next step's sampling input.
+    std::memcpy(last_logits_.data(), out.data_as<const float>() + (T - 1) * out.size(1), last_logits_.nbytes());
+  }
+  check_finite(out);
+  have_logits_ = true;
+  return out;
+}
+
+Tensor Session::decode(int32_t id) {
+  check_room(1);
+  have_logits_ = false;
+  model_->text().forward(*state_, &id, 1, false, last_logits_);
+  check_finite(last_logits_);
+  have_logits_ = true;
+  return last_logits_;
+}
+
+int32_t Session::sample(Sampler& sampler) {
+  if (!have_logits_) throw InputError("sample: the session has no logits yet (prefill or decode first)");
+  return sampler.sample(last_logits_.data_as<const float>(), last_logits_.size(1));
+}
+
+int32_t Session::step(int32_t id, Sampler& sampler) {
+  decode(id);
+  return sample(sampler);
+}
+
+}  // namespace mb::runtime

@@ -1,0 +1,51 @@
+// A decoding session over a loaded model: one KV cache, the position, the context limit, and the logits
+// of the last forward in a buffer the session owns. prefill / decode / step run the decoder; step samples
+// the next token in C++, so a generation loop never moves the [vocab] logits across the Python boundary.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "core/tensor.h"
+#include "models/gemma4/model.h"
+#include "runtime/sampler.h"
+
+namespace mb::runtime {
+
+class Session {
+ public:
+  Session(std::shared_ptr<const gemma4::Gemma4Model> model, int64_t max_context);
+
+  const gemma4::Gemma4Model& model() const { return *model_; }
+  int64_t position() const { return state_->position; }
+  int64_t max_context() const { return max_context_; }
+  size_t cache_bytes() const;
+  void reset();
+  // Rolls back to the first n tokens; false (nothing changed) when a sliding ring no longer holds what
+  // position n needs. InputError when n is outside [0, position].
+  bool truncate(int64_t n);
+
+  // Runs T tokens. Returns the logits of the last position [1, V] (the session's buffer, valid until the
+  // next forward) or, with all_logits, [T, V] (a fresh tensor). Non-finite logits are a NumericsError.
+  Tensor prefill(const int32_t* ids, int64_t T, bool all_logits);
+  // Same with caller-made embeddings x [T, H] f32 (soft tokens in place of placeholders) and optional
+  // bidirectional block ids [T] (−1 none; ids ≥ 0 local to this call).
+  Tensor prefill_embeds(const Tensor& x, const int32_t* ids, const int32_t* block_ids, int64_t T, bool all_logits);
+  // One token: the session's [1, V] buffer.
+  Tensor decode(int32_t id);
+  // The next token drawn from the last position's logits (after a prefill / decode).
+  int32_t sample(Sampler& sampler);
+  // decode(id) then sample: one generation step, nothing leaves C++ but the new id.
+  int32_t step(int32_t id, Sampler& sampler);
+
+ private:
+  void check_room(int64_t T) const;
+  void check_finite(const Tensor& logits) const;
+
+  std::shared_ptr<const gemma4::Gemma4Model> model_;
+  int64_t max_context_;
+  std::unique_ptr<gemma4::DecoderState> state_;
+  Tensor last_logits_;  // [1, V] f32
+  bool have_logits_ = false;
+};
+
+}  // namespace mb::runtime
