@@ -7,7 +7,10 @@ Five families mirror the released checkpoints' text features at toy size:
   31b  dense, attention_k_eq_v, global KV heads
   12b  gemma4_unified, k=v, 1 global KV head
 Each directory holds the f32 checkpoint (`f32/`), a bf16 copy (`bf16/`) and `reference.npz` with
-transformers' eager f32 logits for a prompt 4× the sliding window and its 64 greedy tokens.
+transformers' eager f32 logits for a prompt 4× the sliding window and its 64 greedy tokens, for a text
+prompt holding image / video / audio placeholder ids (embedded as pad), and for a multimodal prompt whose
+image and video placeholders are filled with given soft tokens (mm_encoder_outputs) with
+mm_token_type_ids (bidirectional image blocks on the "vision" families).
 """
 
 from __future__ import annotations
@@ -18,12 +21,16 @@ import shutil
 
 import numpy as np
 
-CACHE_VERSION = "oracle-v2"  # bump when the builder changes, so cached fixtures are rebuilt
+CACHE_VERSION = "oracle-v3"  # bump when the builder changes, so cached fixtures are rebuilt
 WINDOW = 8
 PROMPT_LEN = 4 * WINDOW
 GREEDY_TOKENS = 64
 VOCAB = 512
 FAMILIES = ["e2b", "e4b", "26b", "31b", "12b"]
+# The tiny vocabulary cannot hold the released placeholder ids (258880, ...): move them inside it, as they
+# are inside the real 262144-token vocabulary.
+TINY_MEDIA_IDS = dict(image_token_id=500, video_token_id=501, audio_token_id=502, boi_token_id=503,
+                      eoi_token_id=504, boa_token_id=505, eoa_token_index=506)
 
 ROPE = {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
         "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}}
@@ -65,6 +72,10 @@ def text_kwargs(family: str) -> dict:
     raise ValueError(family)
 
 
+def media_ids() -> dict:
+    return TINY_MEDIA_IDS if VOCAB < 262144 else {}
+
+
 def build_model(family: str, seed: int = 0):
     import torch
     from transformers.models.gemma4 import configuration_gemma4 as c4
@@ -79,7 +90,7 @@ def build_model(family: str, seed: int = 0):
             text_config=cu.Gemma4UnifiedTextConfig(**text_kwargs(family)),
             vision_config=cu.Gemma4UnifiedVisionConfig(patch_size=4, pooling_kernel_size=2, model_patch_size=8,
                                                        mm_embed_dim=64, mm_posemb_size=16, output_proj_dims=64),
-            audio_config=cu.Gemma4UnifiedAudioConfig(audio_embed_dim=40))
+            audio_config=cu.Gemma4UnifiedAudioConfig(audio_embed_dim=40), **media_ids())
         model = mu.Gemma4UnifiedForConditionalGeneration(cfg)
     else:
         vision = c4.Gemma4VisionConfig(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
@@ -91,7 +102,7 @@ def build_model(family: str, seed: int = 0):
             audio = c4.Gemma4AudioConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                          subsampling_conv_channels=[128, 4], output_proj_dims=48)
         cfg = c4.Gemma4Config(text_config=c4.Gemma4TextConfig(**text_kwargs(family)), vision_config=vision,
-                              audio_config=audio)
+                              audio_config=audio, **media_ids())
         model = m4.Gemma4ForConditionalGeneration(cfg)
     perturb(model, seed)
     return model.eval()
@@ -130,6 +141,61 @@ def prompt_ids(seed: int = 0) -> np.ndarray:
     return ids.astype(np.int64)
 
 
+def placeholder_prompt(seed: int = 0) -> np.ndarray:
+    """A text prompt with image / video / audio placeholder ids scattered in it, no media attached."""
+    ids = prompt_ids(seed + 1)
+    m = TINY_MEDIA_IDS
+    for pos, key in ((3, "image_token_id"), (4, "image_token_id"), (9, "video_token_id"), (13, "audio_token_id"),
+                     (20, "image_token_id"), (27, "audio_token_id")):
+        ids[pos] = m[key]
+    return ids
+
+
+MM_EXTRA = 6  # text tokens after the multimodal prompt: run as decode steps after a cached prefill
+
+
+def multimodal_prompt(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, mm_token_type_ids): text, an image of 12 soft tokens (longer than the window), text, a video
+    frame of 6, text, an image of 3, text, then MM_EXTRA text tokens."""
+    rng = np.random.default_rng(seed + 200)
+    m = TINY_MEDIA_IDS
+
+    def text(n):
+        return list(rng.integers(3, 400, size=n))
+
+    ids, types = [2], [0]
+    for part, n, kind in (("text", 3, 0), ("image", 12, 1), ("text", 2, 0), ("video", 6, 2), ("text", 3, 0),
+                          ("image", 3, 1), ("text", 4 + MM_EXTRA, 0)):
+        if part == "text":
+            ids += text(n)
+            types += [0] * n
+            continue
+        place = m["image_token_id"] if part == "image" else m["video_token_id"]
+        ids += [m["boi_token_id"]] + [place] * n + [m["eoi_token_id"]]
+        types += [0] + [kind] * n + [0]
+    return np.array(ids, np.int64), np.array(types, np.int64)
+
+
+def multimodal_reference(model, ids: np.ndarray, types: np.ndarray, seed: int = 0) -> dict:
+    """transformers' logits with the placeholders filled by random soft tokens (no encoder involved)."""
+    import types as pytypes
+
+    import torch
+
+    g = torch.Generator().manual_seed(seed + 300)
+    H = model.config.text_config.hidden_size
+    n_img = int((ids == TINY_MEDIA_IDS["image_token_id"]).sum())
+    n_vid = int((ids == TINY_MEDIA_IDS["video_token_id"]).sum())
+    img = torch.randn(n_img, H, generator=g)
+    vid = torch.randn(n_vid, H, generator=g)
+    outputs = {"image": pytypes.SimpleNamespace(pooler_output=[img]),
+               "video": pytypes.SimpleNamespace(pooler_output=[vid])}
+    with torch.no_grad():
+        logits = model(torch.tensor(ids)[None], mm_token_type_ids=torch.tensor(types)[None],
+                       mm_encoder_outputs=outputs).logits[0].float().numpy()
+    return {"mm_ids": ids, "mm_types": types, "mm_image": img.numpy(), "mm_video": vid.numpy(), "mm_logits": logits}
+
+
 def build_family(family: str, root: str) -> str:
     import torch
 
@@ -155,7 +221,12 @@ def build_family(family: str, root: str) -> str:
     ref16 = cls.from_pretrained(os.path.join(tmp, "bf16"), dtype=torch.float32, attn_implementation="eager").eval()
     with torch.no_grad():
         logits16 = ref16(torch.tensor(ids)[None]).logits[0].float().numpy()
-    np.savez(os.path.join(tmp, "reference.npz"), ids=ids, logits=logits, greedy=gen, logits_bf16_f32=logits16)
+    ph = placeholder_prompt()
+    with torch.no_grad():
+        ph_logits = ref(torch.tensor(ph)[None]).logits[0].float().numpy()
+    mm = multimodal_reference(ref, *multimodal_prompt())
+    np.savez(os.path.join(tmp, "reference.npz"), ids=ids, logits=logits, greedy=gen, logits_bf16_f32=logits16,
+             ph_ids=ph, ph_logits=ph_logits, **mm)
     with open(os.path.join(tmp, "family.json"), "w") as f:
         json.dump({"family": family, "version": CACHE_VERSION}, f)
     shutil.rmtree(out, ignore_errors=True)
