@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="auto", help="auto, cpu, metal or metal-sim")
     run.add_argument("--verbose", "-v", action="store_true", help="print timings and tokens/s to stderr")
     _add_sampling(run)
+    run.set_defaults(func=cmd_run)
 
     chat = sub.add_parser("chat", help="interactive multi-turn chat",
                           description="Interactive chat with a checkpoint. Commands: /reset (forget the "
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--device", default="auto")
     chat.add_argument("--verbose", "-v", action="store_true", help="print timings after each answer")
     _add_sampling(chat)
+    chat.set_defaults(func=cmd_chat)
 
     demo = sub.add_parser("demo", help="build a tiny synthetic checkpoint and run a chat turn through it",
                           description="Build a tiny synthetic Gemma 4 checkpoint (random weights, no download) "
@@ -64,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--max-new-tokens", type=int, default=32)
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--keep", metavar="DIR", default=None, help="write the checkpoint to DIR and keep it")
+    demo.set_defaults(func=cmd_demo)
 
     v = sub.add_parser("validate", help="check a checkpoint directory for completeness and integrity",
                        description="Check a checkpoint against the weight table of its config.json: missing, "
@@ -71,14 +74,17 @@ def build_parser() -> argparse.ArgumentParser:
                                    "Exits 0 when the checkpoint is sound, 1 otherwise.")
     v.add_argument("dir", help="checkpoint directory (config.json + *.safetensors)")
     v.add_argument("--no-values", action="store_true", help="skip the NaN/Inf scan of every weight")
+    v.set_defaults(func=cmd_validate)
 
     ins = sub.add_parser("inspect", help="describe a checkpoint: family, parameters, dtypes, modalities",
                          description="Describe a checkpoint: family, parameters per component, dtypes, sizes, "
                                      "context length and the modalities it carries.")
     ins.add_argument("dir", help="checkpoint directory")
+    ins.set_defaults(func=cmd_inspect)
 
-    sub.add_parser("devices", help="list the backends built into this installation",
-                   description="List the backends built into this installation, in order of preference.")
+    dev = sub.add_parser("devices", help="list the backends built into this installation",
+                         description="List the backends built into this installation, in order of preference.")
+    dev.set_defaults(func=cmd_devices)
     return parser
 
 
@@ -228,31 +234,33 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def cmd_devices(args) -> int:
+    import markbase
+
+    print("\n".join(markbase.devices()))
+    return 0
+
+
+def cmd_validate(args) -> int:
+    import markbase
+
+    report = markbase.validate(args.dir, scan_values=not args.no_values)
+    sys.stdout.write(str(report))
+    return 0 if report.ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     import markbase
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help(sys.stderr)
+        return 2
     try:
-        if args.command == "devices":
-            print("\n".join(markbase.devices()))
-            return 0
-        if args.command == "validate":
-            report = markbase.validate(args.dir, scan_values=not args.no_values)
-            sys.stdout.write(str(report))
-            return 0 if report.ok else 1
-        if args.command == "run":
-            return cmd_run(args)
-        if args.command == "chat":
-            return cmd_chat(args)
-        if args.command == "demo":
-            return cmd_demo(args)
-        if args.command == "inspect":
-            return cmd_inspect(args)
+        return args.func(args)
     except markbase.MarkbaseError as e:
         print(f"markbase: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
-    parser.print_help(sys.stderr)
-    return 2

@@ -26,6 +26,33 @@ def test_greedy_generate_through_chat_template_matches_transformers(family):
         assert result.finish_reason == "eos" and result.stop == want[-1]
         want = want[:-1]
     assert result.token_ids == want
+    # chat() is generate(...).text: the same answer, thought channel removed.
+    assert model.chat(CHAT_MESSAGES, temperature=0.0, max_new_tokens=CHAT_NEW_TOKENS) == result.text
+
+
+@pytest.mark.parametrize("options", [dict(temperature=0.0), dict(temperature=0.8, top_k=40, top_p=0.9, seed=5),
+                                     dict(temperature=1.2, min_p=0.05, repetition_penalty=1.3, seed=11)])
+def test_cpp_step_sampling_equals_sampling_the_returned_logits(synth_model, options):
+    """generate() samples in C++ (Session.step): the same tokens as the logits-to-Python loop it replaced
+    (decode, then the same seeded sampler on the returned logits)."""
+    model = synth_model("e2b")
+    ids = model.encode_prompt("Once upon a time")
+    result = model.generate("Once upon a time", max_new_tokens=16, **options)
+    from markbase import _core
+    from markbase.generate import resolve_options
+
+    o = resolve_options(model.generation_defaults, **options)  # generation_config.json fills the rest
+    sampler = _core.Sampler(temperature=o.temperature, top_k=o.top_k, top_p=o.top_p, min_p=o.min_p,
+                            repetition_penalty=o.repetition_penalty, seed=o.seed)
+    sampler.observe_prompt(np.asarray(ids, np.int32))
+    sess = model.session()
+    logits = sess.prefill(ids)
+    tokens = []
+    for _ in range(len(result.token_ids)):
+        tok = int(sampler.sample(logits))
+        tokens.append(tok)
+        logits = sess.decode(tok)
+    assert tokens == result.token_ids
 
 
 def test_stream_pieces_concatenate_to_the_text(synth_model):

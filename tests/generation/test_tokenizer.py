@@ -5,7 +5,7 @@ import pytest
 import markbase as mb
 from markbase.generate import _StopScanner
 from markbase.tokenizer import Tokenizer, split_thinking
-from markbase.tokenizer_build import SPECIAL_IDS
+from markbase.testing.tokenizer_build import SPECIAL_IDS
 
 TEXTS = ["Hello world! How are you?", "emoji 🎉🤖 and more 👩‍👩‍👧", "你好，世界。こんにちは", "mixed ünïcödé ∑ ≠ 𝔘 text",
          "Once upon a time 🐉 there was 龍 and <|turn> a special token", "  leading and trailing spaces  "]

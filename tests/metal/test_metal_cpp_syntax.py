@@ -13,53 +13,25 @@ arm64 ones; linking against the frameworks is not checked.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
-import tempfile
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from .toolchain import CSRC_DIR, METAL_DIR, REPO, TEST_CACHE, clangxx, compile_ok
 
-MLX_METAL = "mlx-metal==0.32.4"  # its macOS wheel carries metal-cpp under mlx/include/metal_cpp/
-WHEEL_PREFIX = "mlx/include/metal_cpp/"
-PARTS = ("Foundation/", "Metal/", "QuartzCore/", "LICENSE.txt", "README.md")
 METAL_CPP = TEST_CACHE / "metal-cpp"
 STUBS = Path(__file__).resolve().parent / "apple_stubs"
 APPLE_SOURCES = sorted((CSRC_DIR / "backend" / "metal" / "apple").glob("*.cpp"))
 
 
-def fetch_metal_cpp() -> Path:
-    """Apple's metal-cpp headers, extracted once from the mlx-metal wheel into .test-cache/metal-cpp/."""
-    marker = METAL_CPP / "FROM"
-    if marker.is_file() and marker.read_text().strip() == MLX_METAL:
-        return METAL_CPP
-    TEST_CACHE.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=TEST_CACHE) as tmp:  # same file system: the final rename is atomic
-        r = subprocess.run([sys.executable, "-m", "pip", "download", MLX_METAL, "--platform", "macosx_14_0_arm64",
-                            "--only-binary=:all:", "--no-deps", "-d", tmp], capture_output=True, text=True)
-        wheels = list(Path(tmp).glob("*.whl"))
-        assert r.returncode == 0 and wheels, f"could not download {MLX_METAL} (metal-cpp headers) from PyPI:\n{r.stderr}"
-        staging = Path(tmp) / "metal-cpp"
-        with zipfile.ZipFile(wheels[0]) as z:
-            for name in z.namelist():
-                rel = name[len(WHEEL_PREFIX):]
-                if name.startswith(WHEEL_PREFIX) and rel.startswith(PARTS) and not name.endswith("/"):
-                    (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-                    (staging / rel).write_bytes(z.read(name))
-        assert (staging / "Metal" / "Metal.hpp").is_file(), f"{wheels[0].name} holds no {WHEEL_PREFIX}Metal/Metal.hpp"
-        (staging / "FROM").write_text(MLX_METAL + "\n")
-        shutil.rmtree(METAL_CPP, ignore_errors=True)
-        staging.rename(METAL_CPP)
-    return METAL_CPP
-
-
 @pytest.fixture(scope="module")
 def metal_cpp():
-    return fetch_metal_cpp()
+    """Apple's headers, fetched by the test setup (scripts/fetch_metal_cpp.py, run by .ci/run and the README's
+    test command); missing headers fail the test, they are never downloaded from inside it."""
+    assert (METAL_CPP / "Metal" / "Metal.hpp").is_file(), (
+        f"no metal-cpp headers in {METAL_CPP}: run `python3 scripts/fetch_metal_cpp.py` first (part of the test setup)")
+    return METAL_CPP
 
 
 def syntax_check(source: Path, metal_cpp: Path, what: str):

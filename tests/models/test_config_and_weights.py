@@ -9,7 +9,7 @@ import pytest
 import markbase as mb
 from markbase.models.gemma4 import parse_config, weight_table
 
-from markbase.models.gemma4.released import RELEASED as RELEASED_CONFIGS
+from markbase.testing.released import RELEASED as RELEASED_CONFIGS
 
 # The tensor lists are the independent truth: every name and shape of the five released checkpoints,
 # from instantiating their configs in transformers (copied from shared/reference/weights/).

@@ -86,7 +86,7 @@ def test_validate_names_missing_encoder_tensors(oracle, tmp_path, family, name, 
 def test_released_vision_layer_3_down_proj_is_in_the_table():
     """The issue's own example: the E2B vision tower's layer 3 MLP down projection."""
     from markbase.models.gemma4 import parse_config
-    from markbase.models.gemma4.released import RELEASED
+    from markbase.testing.released import RELEASED
 
     table = {s.name: s for s in weight_table(parse_config(RELEASED["gemma-4-E2B-it"]))}
     spec = table["model.vision_tower.encoder.layers.3.mlp.down_proj.linear.weight"]

@@ -266,7 +266,7 @@ def build_chat(family: str = "e2b", root: str | None = None) -> str:
     import torch
     from transformers import AutoTokenizer
 
-    from markbase.tokenizer_build import GENERATION_CONFIG, build_tokenizer_json, chat_template, tokenizer_config
+    from markbase.testing.tokenizer_build import GENERATION_CONFIG, build_tokenizer_json, chat_template, tokenizer_config
 
     root = root or cache_root()
     out = os.path.join(root, f"chat-{family}")

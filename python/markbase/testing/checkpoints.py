@@ -18,9 +18,9 @@ import struct
 
 import numpy as np
 
-from ._core import InputError
-from .models.gemma4 import parse_config, weight_table
-from .models.gemma4.released import RELEASED
+from .._core import InputError
+from ..models.gemma4 import parse_config, weight_table
+from .released import RELEASED
 from .tokenizer_build import GENERATION_CONFIG, build_tokenizer_json, chat_template, tokenizer_config
 
 FAMILIES = {"e2b": "gemma-4-E2B-it", "e4b": "gemma-4-E4B-it", "26b": "gemma-4-26B-A4B-it",
@@ -65,7 +65,7 @@ def tiny_config(family: str) -> dict:
 
 def _round_bf16(x: np.ndarray) -> np.ndarray:
     """Round-to-nearest-even bf16 bits, by the engine's own (tested) converter."""
-    from ._core import Tensor
+    from .._core import Tensor
 
     return Tensor(np.ascontiguousarray(x, dtype=np.float32), dtype="bf16").numpy()
 
