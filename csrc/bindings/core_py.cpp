@@ -49,6 +49,8 @@ py::dtype numpy_dtype_of(DType t) {
 
 // Wraps a numpy array without copying; the array object is the owner.
 Tensor wrap_array(const py::array& arr, DType dt) {
+  if (size_t(arr.ndim()) > Dims::kMaxDims)
+    throw InputError(cat("a numpy array of ", arr.ndim(), " dimensions: markbase tensors have at most ", Dims::kMaxDims));
   Shape shape(arr.shape(), arr.shape() + arr.ndim());
   std::vector<int64_t> strides(size_t(arr.ndim()));
   ssize_t item = arr.itemsize();

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "bindings/dims_caster.h"
 #include "bindings/registry.h"
 #include "core/errors.h"
 #include "models/gemma4/config.h"

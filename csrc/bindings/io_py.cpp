@@ -35,7 +35,7 @@ py::dtype numpy_dtype_for(const std::string& st) {
 // Read-only zero-copy numpy view of a tensor's bytes; the capsule keeps the file mapped.
 py::array info_to_numpy(const TensorInfo& ti, std::shared_ptr<const SafetensorsFile> file) {
   std::vector<ssize_t> shape(ti.shape.begin(), ti.shape.end());
-  std::vector<int64_t> el_strides = contiguous_strides(ti.shape);
+  const Dims el_strides = contiguous_strides(ti.shape);
   std::vector<ssize_t> strides(el_strides.size());
   for (size_t i = 0; i < strides.size(); ++i) strides[i] = ssize_t(el_strides[i]) * ssize_t(ti.itemsize);
   auto* keep = new std::shared_ptr<const SafetensorsFile>(std::move(file));

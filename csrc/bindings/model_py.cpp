@@ -7,6 +7,7 @@
 
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
+#include "core/alloc_count.h"
 #include "core/errors.h"
 #include "models/gemma4/model.h"
 #include "runtime/sampler.h"
@@ -102,6 +103,15 @@ void bind(py::module_& m) {
         py::gil_scoped_release nogil;
         return s.step(id, sampler);
       }, py::arg("token_id"), py::arg("sampler"), "Feeds token_id and samples the next one, all in C++.");
+
+  m.def("_heap_allocations_over_steps", [](Session& s, int32_t token, Sampler& sampler, int64_t steps) {
+        // Diagnostics for the tests: heap allocations made by markbase's code over `steps` generation steps
+        // run back to back in C++ (no Python or binding work in between).
+        py::gil_scoped_release nogil;
+        const uint64_t before = heap_allocations();
+        for (int64_t i = 0; i < steps; ++i) token = s.step(token, sampler);
+        return heap_allocations() - before;
+      }, py::arg("session"), py::arg("token_id"), py::arg("sampler"), py::arg("steps"));
 }
 
 Registrar reg("gemma4", bind, 60);

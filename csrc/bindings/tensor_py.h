@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "bindings/dims_caster.h"
 #include "core/device.h"
 #include "core/tensor.h"
 #include "ops/sync.h"

@@ -1,5 +1,7 @@
 #include "core/host_memory.h"
 
+#include "core/alloc_count.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -36,6 +38,7 @@ size_t host_page_size() {
 }
 
 std::shared_ptr<void> host_alloc(size_t bytes) {
+  count_host_allocation();
 #ifdef MARKBASE_HAS_METAL
   const size_t page = host_page_size();
   const size_t rounded = std::max<size_t>((bytes + page - 1) / page * page, page);

@@ -11,8 +11,8 @@
 
 namespace mb {
 
-std::vector<int64_t> contiguous_strides(const Shape& shape) {
-  std::vector<int64_t> st(shape.size());
+Dims contiguous_strides(const Shape& shape) {
+  Dims st(shape.size());
   int64_t acc = 1;
   for (int64_t i = int64_t(shape.size()) - 1; i >= 0; --i) {
     st[size_t(i)] = acc;
@@ -57,7 +57,7 @@ Tensor Tensor::zeros(DType dtype, const Shape& shape) {
   return t;
 }
 
-Tensor Tensor::wrap(void* data, DType dtype, const Shape& shape, std::vector<int64_t> strides,
+Tensor Tensor::wrap(void* data, DType dtype, const Shape& shape, Dims strides,
                     std::shared_ptr<void> owner, StorageKind kind, bool writable) {
   if (strides.size() != shape.size()) throw InputError("Tensor::wrap: strides and shape differ in rank");
   checked_numel(shape);
@@ -160,7 +160,7 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   return t;
 }
 
-Tensor Tensor::permute(const std::vector<int64_t>& order) const {
+Tensor Tensor::permute(const Dims& order) const {
   if (int64_t(order.size()) != dim()) throw InputError(cat("permute: order has ", order.size(), " entries for rank ", dim()));
   std::vector<bool> seen(order.size(), false);
   Tensor t = *this;
@@ -176,7 +176,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& order) const {
 
 // Visits every element index of `shape` in row-major order, calling f(src_offset, dst_offset).
 template <class F>
-static void for_each_strided(const Shape& shape, const std::vector<int64_t>& sa, const std::vector<int64_t>& sb, F&& f) {
+static void for_each_strided(const Shape& shape, const Dims& sa, const Dims& sb, F&& f) {
   int64_t rank = int64_t(shape.size());
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

@@ -7,11 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "core/dims.h"
 #include "core/dtype.h"
 
 namespace mb {
 
-using Shape = std::vector<int64_t>;
+using Shape = Dims;
 
 enum class StorageKind : uint8_t {
   Owned,     // heap allocation made by Tensor::empty
@@ -28,7 +29,7 @@ class Tensor {
   static Tensor empty(DType dtype, const Shape& shape);
   static Tensor zeros(DType dtype, const Shape& shape);
   // Wraps memory someone else owns; `owner` keeps it alive as long as any view exists.
-  static Tensor wrap(void* data, DType dtype, const Shape& shape, std::vector<int64_t> strides,
+  static Tensor wrap(void* data, DType dtype, const Shape& shape, Dims strides,
                      std::shared_ptr<void> owner, StorageKind kind, bool writable = true);
   static Tensor wrap_contiguous(void* data, DType dtype, const Shape& shape,
                                 std::shared_ptr<void> owner, StorageKind kind, bool writable = true);
@@ -36,7 +37,7 @@ class Tensor {
   bool defined() const { return base_ != nullptr; }
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
-  const std::vector<int64_t>& strides() const { return strides_; }
+  const Dims& strides() const { return strides_; }
   int64_t dim() const { return int64_t(shape_.size()); }
   // Negative indices count from the end, as in numpy.
   int64_t size(int64_t d) const;
@@ -58,7 +59,7 @@ class Tensor {
   Tensor slice(int64_t dim, int64_t start, int64_t stop) const;  // [start, stop) along dim
   Tensor select(int64_t dim, int64_t index) const;               // drops dim
   Tensor transpose(int64_t d0, int64_t d1) const;
-  Tensor permute(const std::vector<int64_t>& order) const;
+  Tensor permute(const Dims& order) const;
   // Copies into a fresh contiguous tensor (returns *this when already contiguous).
   Tensor contiguous() const;
   // Copy with dtype conversion between f32 / bf16 / f16 (and same-type copies of any dtype).
@@ -72,13 +73,13 @@ class Tensor {
   std::shared_ptr<void> owner_;
   DType dtype_ = DType::F32;
   Shape shape_;
-  std::vector<int64_t> strides_;
+  Dims strides_;
   int64_t offset_ = 0;
   StorageKind kind_ = StorageKind::Owned;
   bool writable_ = true;
 };
 
-std::vector<int64_t> contiguous_strides(const Shape& shape);
+Dims contiguous_strides(const Shape& shape);
 std::string shape_str(const Shape& shape);
 // Elementwise strided copy with dtype conversion (float types) or raw copy (same dtype).
 void copy_into(const Tensor& src, Tensor& dst);

@@ -42,7 +42,7 @@ struct ThreadPool::Impl {
   std::vector<std::thread> workers;
   std::mutex mu;
   std::condition_variable wake, done;
-  const std::function<void(int64_t, int64_t)>* job = nullptr;
+  const FunctionRef<void(int64_t, int64_t)>* job = nullptr;
   int64_t n = 0, chunk = 1, num_chunks = 0;
   std::atomic<int64_t> next{0};
   std::atomic<int> active{0};          // workers still inside the current job
@@ -108,7 +108,7 @@ ThreadPool::~ThreadPool() {
   delete impl_;
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   int64_t max_chunks = (n + grain - 1) / grain;

@@ -2,7 +2,7 @@
 // works too. Size: MARKBASE_NUM_THREADS if set, else every core. Nested calls run serially.
 #pragma once
 #include <cstdint>
-#include <functional>
+#include "core/function_ref.h"
 
 namespace mb {
 
@@ -16,8 +16,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
-  // Runs fn(begin, end) over chunks of at least `grain` items covering [0, n).
-  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // Runs fn(begin, end) over chunks of at least `grain` items covering [0, n); returns when all ran.
+  void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn);
 
  private:
   struct Impl;
@@ -28,7 +28,7 @@ class ThreadPool {
 // Threads requested by the environment (MARKBASE_NUM_THREADS) or the core count.
 int default_num_threads();
 
-inline void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+inline void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   ThreadPool::global().parallel_for(n, grain, fn);
 }
 

@@ -27,7 +27,7 @@ namespace mb::io {
 // Largest accepted header (the JSON part); larger claims are rejected before reading anything.
 constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;  // 100 MiB
 // Largest accepted tensor rank (numpy's limit; no model needs more).
-constexpr size_t kMaxRank = 32;
+constexpr size_t kMaxRank = Dims::kMaxDims;  // markbase tensors hold their shape inline (core/dims.h)
 
 struct TensorInfo {
   std::string name;

@@ -10,7 +10,7 @@ namespace mb::ops {
 // src's index space with size-1 dimensions dropped and mergeable neighbours merged (d and d+1 merge
 // when both sides step over d exactly as over a whole run of d+1). Strides in elements.
 struct CopyLayout {
-  std::vector<int64_t> shape, ss, ds;  // element strides of src and dst
+  Dims shape, ss, ds;  // element strides of src and dst (inline: no allocation per copy)
 };
 
 inline CopyLayout coalesce(const Tensor& src, const Tensor& dst) {

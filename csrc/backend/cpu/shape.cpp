@@ -105,7 +105,7 @@ void copy_fast(const Tensor& src, Tensor& dst) {
   }
   parallel_for(rows, std::max<int64_t>(1, kCopyGrain / inner), [&](int64_t r0, int64_t r1) {
     // Unravel r0 over the outer dimensions once, then step an odometer row by row.
-    std::vector<int64_t> idx(size_t(outer_rank), 0);
+    Dims idx(size_t(outer_rank), 0);
     int64_t so = 0, dof = 0;
     for (int64_t k = outer_rank - 1, r = r0; k >= 0; --k) {
       const size_t u = size_t(k);
