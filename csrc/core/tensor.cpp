@@ -251,4 +251,17 @@ Tensor Tensor::to(DType dtype) const {
 
 std::string Tensor::describe() const { return cat(dtype_name(dtype_), shape_str(shape_)); }
 
+void byte_span(const Tensor& t, const char** lo, const char** hi) {
+  const char* base = static_cast<const char*>(t.data());
+  int64_t item = int64_t(dtype_itemsize(t.dtype()));
+  int64_t mn = 0, mx = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) == 0) { *lo = *hi = base; return; }
+    int64_t ext = (t.size(d) - 1) * t.stride(d);
+    (ext < 0 ? mn : mx) += ext;
+  }
+  *lo = base + mn * item;
+  *hi = base + (mx + 1) * item;
+}
+
 }  // namespace mb

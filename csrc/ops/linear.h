@@ -1,7 +1,7 @@
 // Dense linear layer: out = x · wᵀ + bias, the hot op of the engine (every projection and the logits).
 #pragma once
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 
 namespace mb::ops {
 

@@ -1,8 +1,8 @@
 // Routing ops of a mixture-of-experts block (spec §2.8): the router's weight renormalisation and the
 // weighted scatter-add that sums expert outputs back into their tokens' rows.
 #pragma once
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 
 namespace mb::ops {
 

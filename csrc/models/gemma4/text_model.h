@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "core/arena.h"
-#include "core/device.h"
 #include "core/tensor.h"
 #include "models/gemma4/text_config.h"
+#include "ops/exec.h"
 #include "runtime/kv_cache.h"
 
 namespace mb::gemma4 {
