@@ -1,4 +1,4 @@
-// Host allocations a device can use in place. A backend that wraps host memory without copying (Metal's
+// Host allocations a device can use in place. A backend that wraps host memory without copying (a GPU's
 // no-copy shared buffers) installs its allocator when it registers (backend/registry.h); from then on
 // every heap tensor (Tensor::empty), every arena and every mapped checkpoint file is recorded here with
 // its base and length, so that backend can wrap a whole allocation once and bind any view of it by

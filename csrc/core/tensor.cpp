@@ -44,7 +44,7 @@ Tensor Tensor::empty(DType dtype, const Shape& shape) {
   int64_t block = dtype_block_size(dtype);
   if (n % block) throw InputError(cat("shape ", shape_str(shape), " is not a multiple of the ", dtype_name(dtype), " block size"));
   size_t bytes = size_t(n / block) * dtype_itemsize(dtype);
-  // Page-aligned and recorded (core/host_memory.h), so a GPU backend can use the memory in place.
+  // Through the installed host allocator (core/host_memory.h), so a GPU backend can use it in place.
   std::shared_ptr<void> owner = host_alloc(bytes);
   if (!owner) throw MarkbaseError(cat("out of memory allocating ", bytes, " bytes for ", dtype_name(dtype), shape_str(shape)));
   void* p = owner.get();
