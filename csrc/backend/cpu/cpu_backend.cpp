@@ -55,7 +55,8 @@ class CpuBackend final : public Backend {
   }
   void route_weights(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out_w,
                      Tensor& out_ids) const override {
-    ref_ ? cpu::route_weights_ref(w, ids, scale, out_w, out_ids) : cpu::route_weights_fast(w, ids, scale, out_w, out_ids);
+    ref_ ? cpu::route_weights_ref(w, ids, scale, out_w, out_ids)
+         : cpu::route_weights_fast(w, ids, scale, out_w, out_ids);
   }
   void index_add(Tensor& out, const Tensor& index, const Tensor& src, const Tensor* weight) const override {
     ref_ ? cpu::index_add_ref(out, index, src, weight) : cpu::index_add_fast(out, index, src, weight);
