@@ -1,4 +1,4 @@
-// markbase._core: errors, Tensor, devices, arena and thread pool.
+// markbase._core: errors, Tensor, arena and thread pool.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -13,7 +13,6 @@
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
 #include "core/arena.h"
-#include "core/device.h"
 #include "core/errors.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -132,13 +131,6 @@ Tensor out_or_empty(const py::object& out, const char* op, DType dtype, const Sh
   return as_tensor(out, op, "out");
 }
 
-Exec make_exec(const std::string& device, bool reference) {
-  Exec ex;
-  ex.device = device_from_name(device);
-  ex.reference = reference;
-  return ex;
-}
-
 namespace {
 
 void bind_core(py::module_& m) {
@@ -168,9 +160,6 @@ void bind_core(py::module_& m) {
   });
 
   m.attr("__version__") = MARKBASE_VERSION;
-  m.def("devices", &built_devices, "Backends this build can run here (metal needs a Metal GPU), in order of preference.");
-  m.def("check_device", [](const std::string& name) { device_from_name(name); },
-        "Raises DeviceError saying why `name` cannot run here (unknown, not built, or no Metal GPU).");
   m.def("num_threads", [] { return ThreadPool::global().num_threads(); },
         "Worker threads of the CPU pool (MARKBASE_NUM_THREADS, default: all cores).");
 

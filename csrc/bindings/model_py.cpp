@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "backend/backend.h"
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
 #include "core/alloc_count.h"
@@ -43,7 +44,7 @@ void bind(py::module_& m) {
       .def_property_readonly("config", &Gemma4Model::config, py::return_value_policy::reference_internal)
       .def_property_readonly("dir", &Gemma4Model::dir)
       .def_property_readonly("max_context", &Gemma4Model::max_context)
-      .def_property_readonly("device", [](const Gemma4Model& mdl) { return std::string(device_name(mdl.exec().device)); })
+      .def_property_readonly("device", [](const Gemma4Model& mdl) { return std::string(mdl.exec().backend->name()); })
       .def("embed", [](const Gemma4Model& mdl, const Ids& ids) {
         const int64_t T = ids.size();
         Tensor out = Tensor::empty(DType::F32, {T, mdl.config().text_config.hidden_size});

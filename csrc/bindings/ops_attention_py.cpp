@@ -1,7 +1,7 @@
-// markbase._core.ops: attention.
+// markbase._core.ops: attention (ops/attention.h).
+#include "backend/cpu/attention.h"
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
-#include "backend/cpu/attention.h"
 #include "ops/attention.h"
 
 namespace mb::py_bind {

@@ -1,16 +1,11 @@
-// markbase._core.ops: convolutions (conv2d, depthwise_conv1d_causal), index-mapped average pooling and
-// the materialising shape ops (copy, concat).
-#include <algorithm>
+// markbase._core.ops: conv2d, depthwise_conv1d_causal (ops/conv.h).
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
 #include "core/errors.h"
 #include "ops/conv.h"
-#include "ops/pool.h"
-#include "ops/shape.h"
 
 namespace mb::py_bind {
 namespace {
@@ -64,59 +59,6 @@ void bind(py::module_& m) {
   }, py::arg("x"), py::arg("w"), py::kw_only(), py::arg("out") = py::none(), py::arg("device") = "cpu",
      py::arg("reference") = false,
      "out[t, c] = Σ_j w[c, 0, j]·x[t − (K−1) + j, c] (zero before t = 0): x [T, C] f32, w [C, 1, K] f32/bf16/f16.");
-
-  m.def("avg_pool_indexed", [](const py::object& xo, const py::object& io, int64_t num_out, float divisor,
-                               const py::object& out, const std::string& device, bool reference) {
-    Tensor x = as_tensor(xo, "avg_pool_indexed", "x");
-    Tensor index = as_tensor(io, "avg_pool_indexed", "index");
-    Tensor y = out_or_empty(out, "avg_pool_indexed", DType::F32, {std::max<int64_t>(num_out, 0), x.dim() == 2 ? x.size(1) : 0});
-    run_ops(device, reference, [&](const Exec& ex) { ops::avg_pool_indexed(x, index, num_out, divisor, y, ex); });
-    return y;
-  }, py::arg("x"), py::arg("index"), py::kw_only(), py::arg("num_out"), py::arg("divisor"), py::arg("out") = py::none(),
-     py::arg("device") = "cpu", py::arg("reference") = false,
-     "out[m] = Σ_{n: index[n] == m} x[n] / divisor: x [N, D] f32, index [N] i32 (−1 skips a row) → [num_out, D] f32.");
-
-  m.def("copy", [](const py::object& so, const py::object& out, const std::optional<std::string>& dtype,
-                   const std::string& device, bool reference) {
-    Tensor src = as_tensor(so, "copy", "src");
-    Tensor y;
-    if (out.is_none()) y = Tensor::empty(dtype ? dtype_from_name(*dtype) : src.dtype(), src.shape());
-    else y = as_tensor(out, "copy", "out");
-    if (dtype && y.dtype() != dtype_from_name(*dtype))
-      throw InputError(cat("copy: out has dtype ", dtype_name(y.dtype()), " but dtype='", *dtype, "' was requested"));
-    run_ops(device, reference, [&](const Exec& ex) { ops::copy(src, y, ex); });
-    return y;
-  }, py::arg("src"), py::kw_only(), py::arg("out") = py::none(), py::arg("dtype") = py::none(),
-     py::arg("device") = "cpu", py::arg("reference") = false,
-     "A contiguous copy of any (strided) view; converts among f32 / bf16 / f16 when out (or dtype) differs.");
-
-  m.def("concat", [](const py::sequence& seq, int64_t dim, const py::object& out, const std::string& device,
-                     bool reference) {
-    std::vector<Tensor> tensors;
-    tensors.reserve(seq.size());
-    for (size_t i = 0; i < seq.size(); ++i) {
-      const std::string name = cat("tensors[", i, "]");
-      tensors.push_back(as_tensor(seq[i], "concat", name.c_str()));
-    }
-    Tensor y;
-    if (out.is_none()) {
-      if (tensors.empty()) throw InputError("concat: tensors is empty (need at least one tensor)");
-      const Tensor& t0 = tensors[0];
-      const int64_t rank = t0.dim();
-      if (rank == 0 || dim < -rank || dim >= rank)
-        throw InputError(cat("concat: dim ", dim, " is out of range for rank ", rank));
-      Shape shape = t0.shape();
-      const size_t d = size_t(dim < 0 ? dim + rank : dim);
-      shape[d] = 0;
-      for (const Tensor& t : tensors) shape[d] += t.dim() == rank ? t.size(int64_t(d)) : 0;
-      y = Tensor::empty(t0.dtype(), shape);
-    } else {
-      y = as_tensor(out, "concat", "out");
-    }
-    run_ops(device, reference, [&](const Exec& ex) { ops::concat(tensors, dim, y, ex); });
-    return y;
-  }, py::arg("tensors"), py::arg("dim"), py::kw_only(), py::arg("out") = py::none(), py::arg("device") = "cpu",
-     py::arg("reference") = false, "The tensors (one dtype, any strides) joined along dim into a contiguous tensor.");
 }
 
 Registrar reg("ops", bind);

@@ -1,4 +1,4 @@
-// markbase._core.ops: elementwise ops.
+// markbase._core.ops: the unary ops (gelu_tanh, silu, ..., scale) and add, mul (ops/elementwise.h).
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
 #include "ops/elementwise.h"

@@ -1,4 +1,4 @@
-// markbase._core.ops: route_weights, index_add (MoE routing, ops/moe.h).
+// markbase._core.ops: route_weights, index_add (ops/moe.h).
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
 #include "ops/moe.h"

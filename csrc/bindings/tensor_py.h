@@ -10,8 +10,8 @@
 #include <string>
 
 #include "bindings/dims_caster.h"
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 #include "ops/sync.h"
 
 namespace mb::py_bind {
@@ -29,6 +29,7 @@ Tensor as_tensor(const py::handle& obj, const char* op, const char* arg);
 std::optional<Tensor> as_optional_tensor(const py::object& obj, const char* op, const char* arg);
 // The output tensor: `out` when given, else a fresh owning tensor of that dtype and shape.
 Tensor out_or_empty(const py::object& out, const char* op, DType dtype, const Shape& shape);
+// The Exec for a device name (backend/registry.h: DeviceError if unknown or unavailable here).
 Exec make_exec(const std::string& device, bool reference);
 
 // Runs call_ops(ex) — the op calls of one binding — on the device named by `device` / `reference`,

@@ -8,7 +8,7 @@
 namespace mb {
 
 Arena::Arena(size_t capacity_bytes) : capacity_((capacity_bytes + 63) / 64 * 64) {
-  // One recorded page-aligned block (core/host_memory.h): a GPU backend wraps it once and binds by offset.
+  // One host_alloc block (core/host_memory.h): a GPU backend wraps it once and binds by offset.
   std::shared_ptr<void> block = host_alloc(capacity_);
   if (!block) throw MarkbaseError(cat("out of memory reserving an arena of ", capacity_bytes, " bytes"));
   buffer_ = std::shared_ptr<char>(block, static_cast<char*>(block.get()));

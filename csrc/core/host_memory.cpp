@@ -2,15 +2,13 @@
 
 #include "core/alloc_count.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
-#include <iterator>
 #include <map>
 #include <mutex>
-
 
 namespace mb {
 
@@ -27,6 +25,11 @@ Registry& registry() {
   return *r;
 }
 
+std::atomic<HostAllocFn>& allocator() {
+  static std::atomic<HostAllocFn> fn{nullptr};
+  return fn;
+}
+
 }  // namespace
 
 size_t host_page_size() {
@@ -39,38 +42,27 @@ size_t host_page_size() {
 
 std::shared_ptr<void> host_alloc(size_t bytes) {
   count_host_allocation();
-#ifdef MARKBASE_HAS_METAL
-  const size_t page = host_page_size();
-  const size_t rounded = std::max<size_t>((bytes + page - 1) / page * page, page);
-  // Metal wraps only VM allocations (vm_allocate / mmap) without a copy, not malloc'd memory.
-  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  register_host_region(p, rounded);
-  return std::shared_ptr<void>(p, [rounded](void* q) {
-    unregister_host_region(q);
-    ::munmap(q, rounded);
-  });
-#else
-  // No GPU backend reads the registry here: a plain 64-byte aligned block (the CPU kernels' alignment).
+  if (HostAllocFn fn = allocator().load(std::memory_order_acquire)) return fn(bytes);
+  // Nothing uses host memory in place: a plain 64-byte aligned block (the CPU kernels' alignment).
   void* p = std::aligned_alloc(64, std::max<size_t>((bytes + 63) / 64 * 64, 64));
   if (!p) return nullptr;
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-#endif
+}
+
+bool install_host_allocator(HostAllocFn fn) {
+  HostAllocFn none = nullptr;
+  return allocator().compare_exchange_strong(none, fn) || none == fn;
 }
 
 void register_host_region(void* base, size_t bytes) {
-#ifndef MARKBASE_HAS_METAL
-  return;  // nothing reads the registry in this build
-#endif
+  if (!allocator().load(std::memory_order_acquire)) return;  // nothing reads the registry
   Registry& r = registry();
   std::lock_guard<std::mutex> lk(r.mu);
   r.by_base[uintptr_t(base)] = HostRegion{base, bytes, r.next_id++};
 }
 
 void unregister_host_region(void* base) {
-#ifndef MARKBASE_HAS_METAL
-  return;
-#endif
+  if (!allocator().load(std::memory_order_acquire)) return;
   Registry& r = registry();
   std::lock_guard<std::mutex> lk(r.mu);
   r.by_base.erase(uintptr_t(base));

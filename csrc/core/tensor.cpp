@@ -44,7 +44,7 @@ Tensor Tensor::empty(DType dtype, const Shape& shape) {
   int64_t block = dtype_block_size(dtype);
   if (n % block) throw InputError(cat("shape ", shape_str(shape), " is not a multiple of the ", dtype_name(dtype), " block size"));
   size_t bytes = size_t(n / block) * dtype_itemsize(dtype);
-  // Page-aligned and recorded (core/host_memory.h), so a GPU backend can use the memory in place.
+  // Through the installed host allocator (core/host_memory.h), so a GPU backend can use it in place.
   std::shared_ptr<void> owner = host_alloc(bytes);
   if (!owner) throw MarkbaseError(cat("out of memory allocating ", bytes, " bytes for ", dtype_name(dtype), shape_str(shape)));
   void* p = owner.get();
@@ -250,5 +250,18 @@ Tensor Tensor::to(DType dtype) const {
 }
 
 std::string Tensor::describe() const { return cat(dtype_name(dtype_), shape_str(shape_)); }
+
+void byte_span(const Tensor& t, const char** lo, const char** hi) {
+  const char* base = static_cast<const char*>(t.data());
+  int64_t item = int64_t(dtype_itemsize(t.dtype()));
+  int64_t mn = 0, mx = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) == 0) { *lo = *hi = base; return; }
+    int64_t ext = (t.size(d) - 1) * t.stride(d);
+    (ext < 0 ? mn : mx) += ext;
+  }
+  *lo = base + mn * item;
+  *hi = base + (mx + 1) * item;
+}
 
 }  // namespace mb

@@ -83,5 +83,7 @@ Dims contiguous_strides(const Shape& shape);
 std::string shape_str(const Shape& shape);
 // Elementwise strided copy with dtype conversion (float types) or raw copy (same dtype).
 void copy_into(const Tensor& src, Tensor& dst);
+// Byte range [lo, hi) a tensor's elements can touch (any strides, negative ones too).
+void byte_span(const Tensor& t, const char** lo, const char** hi);
 
 }  // namespace mb

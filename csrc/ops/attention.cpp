@@ -2,9 +2,8 @@
 
 #include <cmath>
 
-#include "backend/cpu/attention.h"
-#include "backend/metal/attention.h"
 #include "ops/check.h"
+#include "ops/run_op.h"
 
 namespace mb::ops {
 
@@ -64,14 +63,9 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
     c.no_alias(out, "out", *q_block, "q_block");
     c.no_alias(out, "out", *k_block, "k_block");
   }
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::attention(L, q, k, v, q_pos, k_pos, q_block, k_block, out, p);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::attention_ref(q, k, v, q_pos, k_pos, q_block, k_block, out, p)
-               : cpu::attention_fast(q, k, v, q_pos, k_pos, q_block, k_block, out, p);
+  run_op(c.op, ex, {&q, &k, &v, &q_pos, &k_pos, q_block, k_block}, {&out}, [&](const Backend& b) {
+    b.attention(q, k, v, q_pos, k_pos, q_block, k_block, out, p);
+  });
 }
 
 }  // namespace mb::ops

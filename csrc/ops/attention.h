@@ -4,20 +4,11 @@
 #pragma once
 #include <cstdint>
 
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
+#include "ops/params.h"
 
 namespace mb::ops {
-
-struct AttentionParams {
-  float scale = 1.0f;    // multiplies q·k (Gemma 4 uses 1.0)
-  float softcap = 0.0f;  // 0 = none; else logits = softcap·tanh(logits/softcap), before masking
-  bool causal = true;
-  int64_t window = 0;    // 0 = unlimited; else key allowed only if k_pos > q_pos − window (W keys incl. self)
-  // false: Gemma 4 rule   allowed = valid && (causal_ok || same_block) && window_ok
-  // true:  unified-12B    allowed = valid && ((causal_ok && window_ok) || same_block)
-  bool block_overrides_window = false;
-};
 
 // out[t, h, :] = Σ_s softmax_s(logit(t, h, s)) · v[s, h / (Hq/Hkv), :] over the allowed keys s;
 // a query row with no allowed key gets zeros. Masked keys are never read (empty slots may hold garbage).

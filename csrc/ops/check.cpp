@@ -59,34 +59,12 @@ void Check::output(const Tensor& out, const char* name, const Shape& shape, DTyp
   contiguous(out, name);
 }
 
-void byte_span(const Tensor& t, const char** lo, const char** hi) {
-  const char* base = static_cast<const char*>(t.data());
-  int64_t item = int64_t(dtype_itemsize(t.dtype()));
-  int64_t mn = 0, mx = 0;
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (t.size(d) == 0) { *lo = *hi = base; return; }
-    int64_t ext = (t.size(d) - 1) * t.stride(d);
-    (ext < 0 ? mn : mx) += ext;
-  }
-  *lo = base + mn * item;
-  *hi = base + (mx + 1) * item;
-}
-
 void Check::no_alias(const Tensor& out, const char* oname, const Tensor& in, const char* iname) const {
   if (!out.defined() || !in.defined() || out.numel() == 0 || in.numel() == 0) return;
   const char *a0, *a1, *b0, *b1;
   byte_span(out, &a0, &a1);
   byte_span(in, &b0, &b1);
   if (a0 < b1 && b0 < a1) fail(cat(oname, " overlaps input ", iname, " in memory (outputs may not alias inputs)"));
-}
-
-void Check::device(const Exec& ex) const {
-  // The scalar reference kernel is the yardstick of every backend: it runs on the CPU for any device.
-  if (ex.device != Device::CPU && !ex.reference) throw DeviceError(cat(op, ": no ", device_name(ex.device), " kernel yet"));
-}
-
-bool Check::use_metal(const Exec& ex) const {
-  return !ex.reference && (ex.device == Device::MetalSim || ex.device == Device::Metal);
 }
 
 namespace {

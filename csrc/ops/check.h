@@ -2,7 +2,6 @@
 #pragma once
 #include <initializer_list>
 
-#include "core/device.h"
 #include "core/errors.h"
 #include "core/tensor.h"
 
@@ -28,14 +27,6 @@ struct Check {
   // Every element of `ids` (i32 or i64, contiguous) is in [0, bound); the failure names the first one
   // outside: "<name>[i] = v is out of range [0, bound) of <what>". Reads ids on the host.
   void indices_in_range(const Tensor& ids, const char* name, int64_t bound, const char* what) const;
-  // For ops with CPU kernels only: DeviceError("<op>: no metal-sim kernel yet") on any other device.
-  void device(const Exec& ex) const;
-  // For ops with Metal kernels too: true when the Metal-backend dispatch should run (metal-sim or
-  // metal, and not a reference run, which always uses the CPU scalar kernel).
-  bool use_metal(const Exec& ex) const;
 };
-
-// Byte range [lo, hi) a tensor's elements can touch.
-void byte_span(const Tensor& t, const char** lo, const char** hi);
 
 }  // namespace mb::ops

@@ -1,8 +1,7 @@
 #include "ops/conv.h"
 
-#include "backend/cpu/conv.h"
-#include "backend/metal/conv.h"
 #include "ops/check.h"
+#include "ops/run_op.h"
 
 namespace mb::ops {
 
@@ -39,13 +38,7 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out, c
   c.no_alias(out, "out", x, "x");
   c.no_alias(out, "out", w, "w");
   if (bias.defined()) c.no_alias(out, "out", bias, "bias");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::conv2d(L, x, w, bias, out, p);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::conv2d_ref(x, w, bias, out, p) : cpu::conv2d_fast(x, w, bias, out, p);
+  run_op(c.op, ex, {&x, &w, &bias}, {&out}, [&](const Backend& b) { b.conv2d(x, w, bias, out, p); });
 }
 
 void depthwise_conv1d_causal(const Tensor& x, const Tensor& w, Tensor& out, const Exec& ex) {
@@ -62,13 +55,7 @@ void depthwise_conv1d_causal(const Tensor& x, const Tensor& w, Tensor& out, cons
   c.output(out, "out", x.shape(), DType::F32);
   c.no_alias(out, "out", x, "x");
   c.no_alias(out, "out", w, "w");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::depthwise_conv1d_causal(L, x, w, out);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::depthwise_conv1d_causal_ref(x, w, out) : cpu::depthwise_conv1d_causal_fast(x, w, out);
+  run_op(c.op, ex, {&x, &w}, {&out}, [&](const Backend& b) { b.depthwise_conv1d_causal(x, w, out); });
 }
 
 }  // namespace mb::ops

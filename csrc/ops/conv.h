@@ -2,15 +2,11 @@
 // 1-D convolution of the conformer's light-conv block. Activations f32; weights f32 / bf16 / f16;
 // math and accumulation always f32.
 #pragma once
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
+#include "ops/params.h"
 
 namespace mb::ops {
-
-struct Conv2dParams {
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t pad_h = 0, pad_w = 0;  // zero padding on both sides
-};
 
 // Output extent of one spatial dimension, as torch: floor((n + 2·pad − k) / stride) + 1.
 int64_t conv_out_size(int64_t n, int64_t k, int64_t stride, int64_t pad);

@@ -2,25 +2,10 @@
 
 #include <cmath>
 
-#include "backend/cpu/elementwise.h"
-#include "backend/metal/elementwise.h"
 #include "ops/check.h"
+#include "ops/run_op.h"
 
 namespace mb::ops {
-
-const char* unary_name(UnaryKind k) {
-  switch (k) {
-    case UnaryKind::GeluTanh: return "gelu_tanh";
-    case UnaryKind::Silu: return "silu";
-    case UnaryKind::Relu: return "relu";
-    case UnaryKind::Sigmoid: return "sigmoid";
-    case UnaryKind::Softplus: return "softplus";
-    case UnaryKind::Softcap: return "softcap";
-    case UnaryKind::Clamp: return "clamp";
-    case UnaryKind::Scale: return "scale";
-  }
-  return "?";
-}
 
 // Exact in-place use is allowed; any other overlap is rejected.
 static void check_inplace_or_disjoint(const Check& c, const Tensor& out, const Tensor& in, const char* name) {
@@ -38,13 +23,7 @@ void unary(const Tensor& x, Tensor& out, const UnaryParams& p, const Exec& ex) {
   if (p.kind == UnaryKind::Clamp && (std::isnan(p.a) || std::isnan(p.b) || p.a > p.b))
     c.fail(cat("bounds must satisfy lo <= hi, got [", p.a, ", ", p.b, "]"));
   if (p.kind == UnaryKind::Scale && !std::isfinite(p.a)) c.fail(cat("factor must be finite, got ", p.a));
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::unary(L, x, out, p);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::unary_ref(x, out, p) : cpu::unary_fast(x, out, p);
+  run_op(c.op, ex, {&x}, {&out}, [&](const Backend& b) { b.unary(x, out, p); });
 }
 
 void binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryKind kind, const Exec& ex) {
@@ -63,13 +42,7 @@ void binary(const Tensor& a, const Tensor& b, Tensor& out, BinaryKind kind, cons
   c.output(out, "out", a.shape(), a.dtype());
   check_inplace_or_disjoint(c, out, a, "a");
   c.no_alias(out, "out", b, "b");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::binary(L, a, b, out, kind);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::binary_ref(a, b, out, kind) : cpu::binary_fast(a, b, out, kind);
+  run_op(c.op, ex, {&a, &b}, {&out}, [&](const Backend& be) { be.binary(a, b, out, kind); });
 }
 
 }  // namespace mb::ops

@@ -2,9 +2,8 @@
 
 #include <cmath>
 
-#include "backend/cpu/embedding.h"
-#include "backend/metal/embedding.h"
 #include "ops/check.h"
+#include "ops/run_op.h"
 
 namespace mb::ops {
 
@@ -23,13 +22,7 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out, float scale,
   c.no_alias(out, "out", ids, "ids");
   if (!std::isfinite(scale)) c.fail(cat("scale must be finite, got ", scale));
   c.indices_in_range(ids, "ids", V, "table rows");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::embedding(L, table, ids, out, scale);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::embedding_ref(table, ids, out, scale) : cpu::embedding_fast(table, ids, out, scale);
+  run_op(c.op, ex, {&table, &ids}, {&out}, [&](const Backend& b) { b.embedding(table, ids, out, scale); });
 }
 
 }  // namespace mb::ops

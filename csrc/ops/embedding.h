@@ -1,7 +1,7 @@
 // Token embedding lookup: out[t] = f32(table[ids[t]]) * scale.
 #pragma once
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 
 namespace mb::ops {
 

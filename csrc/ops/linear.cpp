@@ -1,8 +1,7 @@
 #include "ops/linear.h"
 
-#include "backend/cpu/linear.h"
-#include "backend/metal/linear.h"
 #include "ops/check.h"
+#include "ops/run_op.h"
 
 namespace mb::ops {
 
@@ -28,13 +27,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, c
   c.no_alias(out, "out", x, "x");
   c.no_alias(out, "out", w, "w");
   if (bias) c.no_alias(out, "out", *bias, "bias");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::linear(L, x, w, bias, out);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::linear_ref(x, w, bias, out) : cpu::linear_fast(x, w, bias, out);
+  run_op(c.op, ex, {&x, &w, bias}, {&out}, [&](const Backend& b) { b.linear(x, w, bias, out); });
 }
 
 void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out, const Exec& ex) {
@@ -56,14 +49,11 @@ void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor
   c.no_alias(out, "out", x, "x");
   c.no_alias(out, "out", w, "w");
   c.no_alias(out, "out", ids, "ids");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::linear_gathered(L, x, w, ids, out);
-    return;
-  }
-  c.device(ex);
-  c.indices_in_range(ids, "ids", E, "w's matrices");
-  ex.reference ? cpu::linear_gathered_ref(x, w, ids, out) : cpu::linear_gathered_fast(x, w, ids, out);
+  run_op(c.op, ex, {&x, &w, &ids}, {&out}, [&](const Backend& b) {
+    // A deferred backend's ids may still be in flight: its kernel writes a zero row for a bad one instead.
+    if (!b.deferred()) c.indices_in_range(ids, "ids", E, "w's matrices");
+    b.linear_gathered(x, w, ids, out);
+  });
 }
 
 }  // namespace mb::ops

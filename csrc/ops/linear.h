@@ -1,7 +1,7 @@
 // Dense linear layer: out = x · wᵀ + bias, the hot op of the engine (every projection and the logits).
 #pragma once
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 
 namespace mb::ops {
 
@@ -16,8 +16,9 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, c
 // Each row through its own matrix (MoE experts chosen on the device): out[r] = x[r] · w[ids[r]]ᵀ.
 // x: [R, K] f32 contiguous; w: [E, N, K] f32 / bf16 / f16 contiguous (every expert's matrix);
 // ids: [R] i32 contiguous, each in [0, E); out: [R, N] f32 contiguous, no overlap with any input.
-// f32 accumulation as linear(). ids are range-checked on the CPU; a Metal kernel, whose ids may still be
-// in flight, writes a zero row for an out-of-range id instead of reading outside w.
+// f32 accumulation as linear(). ids are range-checked on the host, except on a deferred backend
+// (Backend::deferred(): Metal), whose ids may still be in flight: its kernel writes a zero row for an
+// out-of-range id instead of reading outside w.
 void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out, const Exec& ex = {});
 
 }  // namespace mb::ops

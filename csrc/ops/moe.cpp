@@ -2,9 +2,8 @@
 
 #include <limits>
 
-#include "backend/cpu/moe.h"
-#include "backend/metal/moe.h"
 #include "ops/check.h"
+#include "ops/run_op.h"
 
 namespace mb::ops {
 
@@ -33,14 +32,11 @@ void route_weights(const Tensor& w, const Tensor& ids, const Tensor& scale, Tens
   c.no_alias(out_w, "out_w", out_ids, "out_ids");
   c.no_alias(out_w, "out_w", scale, "scale");
   c.no_alias(out_ids, "out_ids", scale, "scale");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::route_weights(L, w, ids, scale, out_w, out_ids);
-    return;
-  }
-  c.device(ex);
-  c.indices_in_range(ids, "ids", scale.size(0), "experts");
-  ex.reference ? cpu::route_weights_ref(w, ids, scale, out_w, out_ids) : cpu::route_weights_fast(w, ids, scale, out_w, out_ids);
+  run_op(c.op, ex, {&w, &ids, &scale}, {&out_w, &out_ids}, [&](const Backend& b) {
+    // A deferred backend's ids may still be in flight: its kernel gives a bad one the weight 0 instead.
+    if (!b.deferred()) c.indices_in_range(ids, "ids", scale.size(0), "experts");
+    b.route_weights(w, ids, scale, out_w, out_ids);
+  });
 }
 
 void index_add(Tensor& out, const Tensor& index, const Tensor& src, const Tensor* weight, const Exec& ex) {
@@ -71,13 +67,7 @@ void index_add(Tensor& out, const Tensor& index, const Tensor& src, const Tensor
   c.no_alias(out, "out", index, "index");
   c.no_alias(out, "out", src, "src");
   c.indices_in_range(index, "index", R, "out's rows");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::index_add(L, out, index, src, weight);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::index_add_ref(out, index, src, weight) : cpu::index_add_fast(out, index, src, weight);
+  run_op(c.op, ex, {&index, &src, weight}, {&out}, [&](const Backend& b) { b.index_add(out, index, src, weight); });
 }
 
 }  // namespace mb::ops

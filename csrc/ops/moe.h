@@ -1,8 +1,8 @@
 // Routing ops of a mixture-of-experts block (spec §2.8): the router's weight renormalisation and the
 // weighted scatter-add that sums expert outputs back into their tokens' rows.
 #pragma once
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 
 namespace mb::ops {
 
@@ -11,9 +11,9 @@ namespace mb::ops {
 // the ids into out_w / out_ids ordered by increasing expert id — the order in which transformers adds
 // the experts' outputs, so a per-token sum over the row reproduces its rounding.
 // w: [T, K] f32 contiguous; ids: [T, K] i32 contiguous, distinct per row, each in [0, E); scale: [E] f32;
-// out_w: [T, K] f32 (may be w); out_ids: [T, K] i32 (may be ids). ids are range-checked on the CPU; a
-// Metal kernel, whose ids may still be in flight, gives an out-of-range id the weight 0 instead of
-// reading outside `scale`.
+// out_w: [T, K] f32 (may be w); out_ids: [T, K] i32 (may be ids). ids are range-checked on the host,
+// except on a deferred backend (Backend::deferred(): Metal), whose ids may still be in flight: its kernel
+// gives an out-of-range id the weight 0 instead of reading outside `scale`.
 void route_weights(const Tensor& w, const Tensor& ids, const Tensor& scale, Tensor& out_w, Tensor& out_ids,
                    const Exec& ex = {});
 

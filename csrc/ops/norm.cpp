@@ -2,9 +2,8 @@
 
 #include <cmath>
 
-#include "backend/cpu/norm.h"
-#include "backend/metal/norm.h"
 #include "ops/check.h"
+#include "ops/run_op.h"
 
 namespace mb::ops {
 namespace {
@@ -47,13 +46,7 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, con
   c.output(out, "out", x.shape(), x.dtype());
   check_inplace_or_disjoint(c, out, x, "x");
   c.no_alias(out, "out", weight, "weight");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::rms_norm(L, x, weight, eps, out);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::rms_norm_ref(x, weight, eps, out) : cpu::rms_norm_fast(x, weight, eps, out);
+  run_op(c.op, ex, {&x, &weight}, {&out}, [&](const Backend& b) { b.rms_norm(x, weight, eps, out); });
 }
 
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out, const Exec& ex) {
@@ -69,13 +62,7 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float
   check_inplace_or_disjoint(c, out, x, "x");
   c.no_alias(out, "out", weight, "weight");
   c.no_alias(out, "out", bias, "bias");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::layer_norm(L, x, weight, bias, eps, out);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::layer_norm_ref(x, weight, bias, eps, out) : cpu::layer_norm_fast(x, weight, bias, eps, out);
+  run_op(c.op, ex, {&x, &weight, &bias}, {&out}, [&](const Backend& b) { b.layer_norm(x, weight, bias, eps, out); });
 }
 
 }  // namespace mb::ops

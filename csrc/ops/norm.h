@@ -1,8 +1,8 @@
 // Normalisations over the last dimension: RMSNorm (Gemma 4, spec §2.1) and LayerNorm (as
 // torch.nn.functional.layer_norm). Storage f32, bf16 or f16; output dtype = x dtype; math in f32.
 #pragma once
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 
 namespace mb::ops {
 

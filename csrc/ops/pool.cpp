@@ -2,9 +2,8 @@
 
 #include <cmath>
 
-#include "backend/cpu/pool.h"
-#include "backend/metal/pool.h"
 #include "ops/check.h"
+#include "ops/run_op.h"
 
 namespace mb::ops {
 
@@ -28,13 +27,7 @@ void avg_pool_indexed(const Tensor& x, const Tensor& index, int64_t num_out, flo
   c.output(out, "out", {num_out, x.size(1)}, DType::F32);
   c.no_alias(out, "out", x, "x");
   c.no_alias(out, "out", index, "index");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::avg_pool_indexed(L, x, index, divisor, out);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::avg_pool_indexed_ref(x, index, out, divisor) : cpu::avg_pool_indexed_fast(x, index, out, divisor);
+  run_op(c.op, ex, {&x, &index}, {&out}, [&](const Backend& b) { b.avg_pool_indexed(x, index, divisor, out); });
 }
 
 }  // namespace mb::ops

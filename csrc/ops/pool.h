@@ -1,7 +1,7 @@
 // Index-mapped average pooling (the Gemma 4 vision pooler: 3×3 patch blocks → one soft token each).
 #pragma once
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 
 namespace mb::ops {
 

@@ -2,9 +2,8 @@
 
 #include <cmath>
 
-#include "backend/cpu/rope.h"
-#include "backend/metal/rope.h"
 #include "ops/check.h"
+#include "ops/run_op.h"
 
 namespace mb::ops {
 namespace {
@@ -77,13 +76,7 @@ void rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, Tens
   check_inplace_or_disjoint(c, out, x, "x");
   c.no_alias(out, "out", positions, "positions");
   c.no_alias(out, "out", inv_freq, "inv_freq");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::rope(L, x, positions, inv_freq, out);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::rope_ref(x, positions, inv_freq, out) : cpu::rope_fast(x, positions, inv_freq, out);
+  run_op(c.op, ex, {&x, &positions, &inv_freq}, {&out}, [&](const Backend& b) { b.rope(x, positions, inv_freq, out); });
 }
 
 void rope_2d(const Tensor& x, const Tensor& positions, double theta, Tensor& out, const Exec& ex) {
@@ -100,15 +93,9 @@ void rope_2d(const Tensor& x, const Tensor& positions, double theta, Tensor& out
   c.output(out, "out", x.shape(), x.dtype());
   check_inplace_or_disjoint(c, out, x, "x");
   c.no_alias(out, "out", positions, "positions");
-  if (!c.use_metal(ex)) c.device(ex);
   // Gemma4VisionRotaryEmbedding: default-rope frequencies over spatial_dim = d / 2 (a host table).
   const std::vector<float> inv = rope_inv_freq(RopeKind::Default, d / 2, theta, 1.0);
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::rope_2d(L, x, positions, inv, out);
-    return;
-  }
-  ex.reference ? cpu::rope_2d_ref(x, positions, inv.data(), out) : cpu::rope_2d_fast(x, positions, inv.data(), out);
+  run_op(c.op, ex, {&x, &positions}, {&out}, [&](const Backend& b) { b.rope_2d(x, positions, inv, out); });
 }
 
 }  // namespace mb::ops

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 
 namespace mb::ops {
 

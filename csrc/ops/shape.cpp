@@ -1,8 +1,7 @@
 #include "ops/shape.h"
 
-#include "backend/cpu/shape.h"
-#include "backend/metal/shape.h"
 #include "ops/check.h"
+#include "ops/run_op.h"
 
 namespace mb::ops {
 
@@ -18,13 +17,7 @@ void copy(const Tensor& src, Tensor& out, const Exec& ex) {
                " (conversion is only among f32, bf16 and f16)"));
   c.output(out, "out", src.shape(), out.dtype());
   c.no_alias(out, "out", src, "src");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::copy(L, src, out);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::copy_ref(src, out) : cpu::copy_fast(src, out);
+  run_op(c.op, ex, {&src}, {&out}, [&](const Backend& b) { b.copy(src, out); });
 }
 
 void concat(const std::vector<Tensor>& tensors, int64_t dim, Tensor& out, const Exec& ex) {
@@ -54,13 +47,7 @@ void concat(const std::vector<Tensor>& tensors, int64_t dim, Tensor& out, const 
   }
   c.output(out, "out", shape, first.dtype());
   for (size_t i = 0; i < tensors.size(); ++i) c.no_alias(out, "out", tensors[i], cat("tensors[", i, "]").c_str());
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::concat(L, tensors, d, out);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::concat_ref(tensors, d, out) : cpu::concat_fast(tensors, d, out);
+  run_op(c.op, ex, tensors, {&out}, [&](const Backend& b) { b.concat(tensors, d, out); });
 }
 
 }  // namespace mb::ops

@@ -4,8 +4,8 @@
 #pragma once
 #include <vector>
 
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 
 namespace mb::ops {
 

@@ -1,8 +1,7 @@
 #include "ops/softmax.h"
 
-#include "backend/cpu/softmax.h"
-#include "backend/metal/softmax.h"
 #include "ops/check.h"
+#include "ops/run_op.h"
 
 namespace mb::ops {
 
@@ -15,13 +14,7 @@ void softmax(const Tensor& x, Tensor& out, const Exec& ex) {
   c.output(out, "out", x.shape(), x.dtype());
   // Exact in-place use is allowed (each row is read before it is written).
   if (!(out.data() == x.data() && out.shape() == x.shape())) c.no_alias(out, "out", x, "x");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::softmax(L, x, out);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::softmax_ref(x, out) : cpu::softmax_fast(x, out);
+  run_op(c.op, ex, {&x}, {&out}, [&](const Backend& b) { b.softmax(x, out); });
 }
 
 }  // namespace mb::ops

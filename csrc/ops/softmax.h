@@ -1,7 +1,7 @@
 // Softmax over the last dimension. Storage f32, bf16 or f16; output dtype = x dtype; math in f32.
 #pragma once
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 
 namespace mb::ops {
 

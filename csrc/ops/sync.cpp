@@ -1,22 +1,22 @@
 #include "ops/sync.h"
 
-#include "backend/metal/launcher.h"
+#include "backend/backend.h"
 
 namespace mb::ops {
 
 CommandScope::~CommandScope() {
   if (finished_) return;
   try {
-    metal::synchronize_device(device_);
+    backend_->synchronize();
   } catch (...) {
   }
 }
 
 void CommandScope::finish() {
   finished_ = true;
-  metal::synchronize_device(device_);
+  backend_->synchronize();
 }
 
-void synchronize(const Exec& ex) { metal::synchronize_device(ex.device); }
+void synchronize(const Exec& ex) { ex.backend->synchronize(); }
 
 }  // namespace mb::ops

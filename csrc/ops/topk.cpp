@@ -2,9 +2,8 @@
 
 #include <limits>
 
-#include "backend/cpu/topk.h"
-#include "backend/metal/topk.h"
 #include "ops/check.h"
+#include "ops/run_op.h"
 
 namespace mb::ops {
 
@@ -21,13 +20,7 @@ void topk(const Tensor& x, int64_t k, Tensor& values, Tensor& indices, const Exe
   c.no_alias(values, "values", x, "x");
   c.no_alias(indices, "indices", x, "x");
   c.no_alias(indices, "indices", values, "values");
-  if (c.use_metal(ex)) {
-    metal::KernelLauncher& L = metal::launcher_for(ex.device);
-    metal::topk(L, x, k, values, indices);
-    return;
-  }
-  c.device(ex);
-  ex.reference ? cpu::topk_ref(x, k, values, indices) : cpu::topk_fast(x, k, values, indices);
+  run_op(c.op, ex, {&x}, {&values, &indices}, [&](const Backend& b) { b.topk(x, k, values, indices); });
 }
 
 }  // namespace mb::ops

@@ -2,8 +2,8 @@
 #pragma once
 #include <cstdint>
 
-#include "core/device.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 
 namespace mb::ops {
 

@@ -7,7 +7,7 @@ Threshold (as tests/ops/test_linear.py, whose docstring derives it): per element
 The kernels sum in another order than the reference (lane partial sums, k tiles, 8x8 matrix products),
 which that bound covers; a missing or doubled product (~S/K) is far above it.
 
-Variants (csrc/backend/metal/linear.h): M <= 4 runs `matvec`; larger M runs `simdmm` (simdgroup_matrix)
+Variants (csrc/backend/metal/linear_dispatch.h): M <= 4 runs `matvec`; larger M runs `simdmm` (simdgroup_matrix)
 or, with MARKBASE_METAL_LINEAR=portable, the portable `tiled` kernel. Both prefill variants are tested.
 """
 

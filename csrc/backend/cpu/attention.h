@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
-#include "ops/attention.h"
+#include "ops/params.h"
 
 namespace mb::cpu {
 

@@ -1,7 +1,7 @@
 // CPU kernels for ops/conv.h. Arguments are validated by the front door.
 #pragma once
 #include "core/tensor.h"
-#include "ops/conv.h"
+#include "ops/params.h"
 
 namespace mb::cpu {
 

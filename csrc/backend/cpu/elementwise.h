@@ -1,7 +1,7 @@
 // CPU kernels for ops/elementwise.h. Arguments are validated by the front door.
 #pragma once
 #include "core/tensor.h"
-#include "ops/elementwise.h"
+#include "ops/params.h"
 
 namespace mb::cpu {
 

@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/copy_layout.h"
 #include "backend/cpu/dispatch.h"
 #include "core/errors.h"
 #include "core/thread_pool.h"
-#include "ops/copy_layout.h"
 
 namespace mb::cpu {
 
@@ -39,9 +39,6 @@ namespace {
 
 // Elements per parallel chunk: copying is memory bound, so only large copies are worth splitting.
 constexpr int64_t kCopyGrain = int64_t(1) << 16;
-
-using ops::CopyLayout;
-using ops::coalesce;
 
 // Copies one run of n elements: src step ss, dst step ds (in elements).
 using RowFn = void (*)(const char* s, char* d, int64_t n, int64_t ss, int64_t ds);

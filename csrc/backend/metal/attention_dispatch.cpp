@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/metal/attention.h"
+#include "backend/metal/attention_dispatch.h"
 #include "core/errors.h"
 #include "kernel_args.h"
 

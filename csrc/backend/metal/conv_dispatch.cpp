@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "backend/metal/conv.h"
+#include "backend/metal/conv_dispatch.h"
 #include "core/errors.h"
 #include "kernel_args.h"
 

@@ -2,7 +2,7 @@
 // Written only against KernelLauncher: the same code drives metal-sim and (later) Metal.
 #include <limits>
 
-#include "backend/metal/elementwise.h"
+#include "backend/metal/elementwise_dispatch.h"
 #include "core/errors.h"
 #include "kernel_args.h"
 

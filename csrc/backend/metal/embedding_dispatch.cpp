@@ -1,7 +1,7 @@
 // Kernel choice, grid and argument binding for the embedding kernels (metal/embedding.metal).
 #include <limits>
 
-#include "backend/metal/embedding.h"
+#include "backend/metal/embedding_dispatch.h"
 #include "core/errors.h"
 #include "kernel_args.h"
 

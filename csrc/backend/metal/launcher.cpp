@@ -3,9 +3,7 @@
 #include <limits>
 
 #include "backend/metal/launcher_mtl.h"
-#include "backend/metal/launcher_sim.h"
 #include "core/errors.h"
-#include "ops/check.h"
 
 namespace mb::metal {
 
@@ -13,7 +11,7 @@ StridedBinding bind_strided(const Tensor& t, bool writable, const char* op, cons
   StridedBinding s;
   if (t.numel() == 0) return s;  // nothing is touched
   const char *lo, *hi;
-  ops::byte_span(t, &lo, &hi);
+  byte_span(t, &lo, &hi);
   const int64_t item = int64_t(dtype_itemsize(t.dtype()));
   const int64_t elems = (hi - lo) / item;
   if (elems > int64_t(std::numeric_limits<int32_t>::max()))
@@ -35,16 +33,9 @@ KernelLauncher& mtl_launcher() {
   mtl_available(&why);
   throw DeviceError(cat("device 'metal' is not available: ", why));
 }
-#endif
 
-KernelLauncher& launcher_for(Device d) {
-  if (d == Device::MetalSim) {
-    if (!metal_sim_built()) throw DeviceError("metal-sim is not built into this markbase (it needs clang 22 or newer at build time)");
-    return sim_launcher();
-  }
-  if (d == Device::Metal) return mtl_launcher();  // DeviceError saying why when Metal is unavailable
-  throw DeviceError(cat("device ", device_name(d), " has no Metal kernel launcher"));
-}
+HostAllocFn mtl_host_allocator() { return nullptr; }
+#endif
 
 const char* kernel_dtype_suffix(DType t, const char* op) {
   switch (t) {
@@ -55,10 +46,6 @@ const char* kernel_dtype_suffix(DType t, const char* op) {
     case DType::I64: return "i64";
     default: throw InputError(cat("internal: no ", op, " Metal kernel for dtype ", dtype_name(t)));
   }
-}
-
-void synchronize_device(Device d) {
-  if (d == Device::MetalSim || d == Device::Metal) launcher_for(d).synchronize();
 }
 
 }  // namespace mb::metal

@@ -17,7 +17,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/device.h"
 #include "core/tensor.h"
 
 namespace mb::metal {
@@ -41,7 +40,7 @@ struct BufferBinding {
 };
 
 // A view with any strides (negative ones too) bound as the bytes its elements can touch
-// (ops::byte_span), and where its element 0 lies in them; an empty view gets an empty binding.
+// (mb::byte_span), and where its element 0 lies in them; an empty view gets an empty binding.
 struct StridedBinding {
   BufferBinding binding;
   int32_t offset = 0;  // elements from the binding's start to t.data()
@@ -91,14 +90,8 @@ class KernelLauncher {
   virtual uint64_t command_buffers_committed() const = 0;
 };
 
-// The launcher behind a device; DeviceError if that backend is not part of this build.
-KernelLauncher& launcher_for(Device d);
-
 // The dtype part of a kernel name: f32, f16, bf16, i32 or i64; InputError naming `op` for any other
 // (the front doors only pass dtypes their kernels exist for).
 const char* kernel_dtype_suffix(DType t, const char* op);
-
-// Synchronizes the launcher of `d` when it is a Metal device (no-op for the CPU).
-void synchronize_device(Device d);
 
 }  // namespace mb::metal

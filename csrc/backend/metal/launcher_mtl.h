@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/metal/launcher.h"
+#include "core/host_memory.h"
 
 namespace mb::metal {
 
@@ -13,5 +14,9 @@ KernelLauncher& mtl_launcher();
 
 // True when device="metal" can run here; otherwise false with the reason in *why.
 bool mtl_available(std::string* why);
+
+// The host allocator the metal backend installs (core/host_memory.h): page-aligned VM allocations, each
+// recorded, which the launcher wraps as no-copy buffers. nullptr in builds without the launcher.
+HostAllocFn mtl_host_allocator();
 
 }  // namespace mb::metal

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <limits>
 
-#include "backend/metal/linear.h"
+#include "backend/metal/linear_dispatch.h"
 #include "core/errors.h"
 #include "kernel_args.h"
 

@@ -1,5 +1,5 @@
 // Grids and argument binding for the MoE routing kernels (metal/moe.metal).
-#include "backend/metal/moe.h"
+#include "backend/metal/moe_dispatch.h"
 
 #include "kernel_args.h"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "backend/metal/norm.h"
+#include "backend/metal/norm_dispatch.h"
 #include "core/errors.h"
 #include "kernel_args.h"
 

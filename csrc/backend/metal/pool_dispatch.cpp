@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "backend/metal/pool.h"
+#include "backend/metal/pool_dispatch.h"
 #include "core/errors.h"
 #include "kernel_args.h"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "backend/metal/rope.h"
+#include "backend/metal/rope_dispatch.h"
 
 #include <cstring>
 #include "core/errors.h"

@@ -2,8 +2,8 @@
 // Written only against KernelLauncher: the same code drives metal-sim and (later) Metal.
 #include <limits>
 
-#include "backend/metal/shape.h"
-#include "ops/copy_layout.h"
+#include "backend/copy_layout.h"
+#include "backend/metal/shape_dispatch.h"
 #include "core/errors.h"
 #include "kernel_args.h"
 
@@ -15,9 +15,6 @@ static_assert(sizeof(CopyArgs) == 15 * 4, "kernel_args.h layout changed");
 
 constexpr uint32_t kCopyThreads = 256;  // one element per thread
 constexpr int kCopyRank = 4;            // dimensions a CopyArgs describes
-
-using ops::CopyLayout;
-using ops::coalesce;
 
 const char* float_suffix(DType t) {
   switch (t) {

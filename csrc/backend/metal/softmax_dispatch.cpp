@@ -1,6 +1,6 @@
 // Kernel choice, grid and argument binding for softmax (metal/softmax.metal): one threadgroup per row.
-#include "backend/metal/norm.h"
-#include "backend/metal/softmax.h"
+#include "backend/metal/norm_dispatch.h"
+#include "backend/metal/softmax_dispatch.h"
 #include "core/errors.h"
 #include "kernel_args.h"
 

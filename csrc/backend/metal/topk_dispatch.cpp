@@ -1,7 +1,7 @@
 // Grid and argument binding for the topk kernel (metal/topk.metal): one threadgroup per row.
 #include <limits>
 
-#include "backend/metal/topk.h"
+#include "backend/metal/topk_dispatch.h"
 #include "core/errors.h"
 #include "kernel_args.h"
 

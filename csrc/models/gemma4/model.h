@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
+#include "ops/exec.h"
 #include "io/checkpoint.h"
 #include "models/gemma4/audio.h"
 #include "models/gemma4/config.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/arena.h"
-#include "core/device.h"
+#include "ops/exec.h"
 #include "core/tensor.h"
 #include "models/gemma4/config.h"
 #include "models/gemma4/weights.h"

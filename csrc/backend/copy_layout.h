@@ -5,7 +5,7 @@
 
 #include "core/tensor.h"
 
-namespace mb::ops {
+namespace mb {
 
 // src's index space with size-1 dimensions dropped and mergeable neighbours merged (d and d+1 merge
 // when both sides step over d exactly as over a whole run of d+1). Strides in elements.
@@ -32,4 +32,4 @@ inline CopyLayout coalesce(const Tensor& src, const Tensor& dst) {
   return L;
 }
 
-}  // namespace mb::ops
+}  // namespace mb

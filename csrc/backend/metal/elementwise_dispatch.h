@@ -3,7 +3,7 @@
 #pragma once
 #include "backend/metal/launcher.h"
 #include "core/tensor.h"
-#include "ops/elementwise.h"
+#include "ops/params.h"
 
 namespace mb::metal {
 

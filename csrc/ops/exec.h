@@ -1,0 +1,17 @@
+// How an op runs: what model code passes to every op front door. The backend is resolved once from a
+// device name (backend/registry.h: backend_for); the default is the CPU backend.
+#pragma once
+
+namespace mb {
+
+class Backend;
+const Backend& default_backend();  // backend/registry.h
+
+struct Exec {
+  const Backend* backend = &default_backend();
+  // Run the scalar reference kernels instead of the backend's (parity tests, debugging). They are the
+  // yardstick of every backend and run on the CPU whatever the device.
+  bool reference = false;
+};
+
+}  // namespace mb

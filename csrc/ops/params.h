@@ -1,0 +1,51 @@
+// The typed parameters of the ops, shared by the front doors (ops/*.h) and every backend's entry points
+// (backend/backend.h): the one ops/ header the backend layer includes.
+#pragma once
+#include <cstdint>
+
+namespace mb::ops {
+
+// attention (ops/attention.h)
+struct AttentionParams {
+  float scale = 1.0f;    // multiplies q·k (Gemma 4 uses 1.0)
+  float softcap = 0.0f;  // 0 = none; else logits = softcap·tanh(logits/softcap), before masking
+  bool causal = true;
+  int64_t window = 0;    // 0 = unlimited; else key allowed only if k_pos > q_pos − window (W keys incl. self)
+  // false: Gemma 4 rule   allowed = valid && (causal_ok || same_block) && window_ok
+  // true:  unified-12B    allowed = valid && ((causal_ok && window_ok) || same_block)
+  bool block_overrides_window = false;
+};
+
+// conv2d (ops/conv.h)
+struct Conv2dParams {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;  // zero padding on both sides
+};
+
+// unary / binary (ops/elementwise.h)
+enum class UnaryKind { GeluTanh, Silu, Relu, Sigmoid, Softplus, Softcap, Clamp, Scale };
+
+struct UnaryParams {
+  UnaryKind kind = UnaryKind::Relu;
+  float a = 0.f;  // Softcap: cap (> 0); Clamp: lower bound; Scale: factor
+  float b = 0.f;  // Clamp: upper bound
+};
+
+enum class BinaryKind { Add, Mul };
+
+// The op name of a unary kind ("gelu_tanh", ..., "scale").
+inline const char* unary_name(UnaryKind k) {
+  switch (k) {
+    case UnaryKind::GeluTanh: return "gelu_tanh";
+    case UnaryKind::Silu: return "silu";
+    case UnaryKind::Relu: return "relu";
+    case UnaryKind::Sigmoid: return "sigmoid";
+    case UnaryKind::Softplus: return "softplus";
+    case UnaryKind::Softcap: return "softcap";
+    case UnaryKind::Clamp: return "clamp";
+    case UnaryKind::Scale: return "scale";
+  }
+  return "?";
+}
+
+}  // namespace mb::ops
