@@ -31,6 +31,22 @@ const int32_t* ids_of(const Ids& ids, const char* what) {
 py::array owned_copy(const Tensor& t) { return tensor_to_numpy(t.clone()); }
 
 void bind(py::module_& m) {
+  py::class_<runtime::NonFiniteReport>(m, "NonFiniteReport", "Where a forward first produced NaN or Inf.")
+      .def_readonly("found", &runtime::NonFiniteReport::found)
+      .def_property_readonly("layer", [](const runtime::NonFiniteReport& r) -> py::object {
+        if (r.layer < 0) return py::none();
+        return py::int_(r.layer);
+      })
+      .def_readonly("intermediate", &runtime::NonFiniteReport::intermediate)
+      .def_readonly("op", &runtime::NonFiniteReport::op)
+      .def_readonly("backend", &runtime::NonFiniteReport::backend)
+      .def_readonly("inputs", &runtime::NonFiniteReport::inputs)
+      .def_readonly("output", &runtime::NonFiniteReport::output)
+      .def_property_readonly("where", &runtime::NonFiniteReport::where)
+      .def("__bool__", [](const runtime::NonFiniteReport& r) { return r.found; })
+      .def("__str__", &runtime::NonFiniteReport::describe)
+      .def("__repr__", [](const runtime::NonFiniteReport& r) { return cat("NonFiniteReport(", r.where(), ")"); });
+
   py::class_<Gemma4Model, std::shared_ptr<Gemma4Model>>(m, "Model", "A loaded Gemma 4 checkpoint.")
       .def_static("load", [](const std::string& dir, const std::string& device, int64_t max_context, int64_t prefill_chunk) {
         gemma4::LoadOptions opt;
@@ -45,6 +61,19 @@ void bind(py::module_& m) {
       .def_property_readonly("dir", &Gemma4Model::dir)
       .def_property_readonly("max_context", &Gemma4Model::max_context)
       .def_property_readonly("device", [](const Gemma4Model& mdl) { return std::string(mdl.exec().backend->name()); })
+      .def_property_readonly("check_finite", &Gemma4Model::check_finite)
+      .def("trace_nonfinite", [](const Gemma4Model& mdl, const Ids& ids, const py::object& x, const std::optional<Ids>& blocks) {
+        const int32_t* p = ids_of(ids, "input_ids");
+        Tensor xt = x.is_none() ? Tensor() : as_tensor(x, "trace_nonfinite", "embeddings");
+        const int32_t* b = blocks ? ids_of(*blocks, "block_ids") : nullptr;
+        runtime::NonFiniteReport r;
+        {
+          py::gil_scoped_release nogil;
+          r = runtime::trace_nonfinite(mdl, p, ids.size(), xt, b);
+        }
+        return r;
+      }, py::arg("ids"), py::arg("embeddings") = py::none(), py::arg("block_ids") = py::none(),
+         "Runs a forward from an empty cache checking every op; the report of the first NaN / Inf.")
       .def("embed", [](const Gemma4Model& mdl, const Ids& ids) {
         const int64_t T = ids.size();
         Tensor out = Tensor::empty(DType::F32, {T, mdl.config().text_config.hidden_size});
@@ -61,6 +90,7 @@ void bind(py::module_& m) {
       .def_property_readonly("position", &Session::position)
       .def_property_readonly("max_context", &Session::max_context)
       .def("cache_bytes", &Session::cache_bytes)
+      .def("arena_bytes", &Session::arena_bytes)
       .def("reset", &Session::reset)
       .def("truncate", &Session::truncate, py::arg("n"))
       .def("prefill", [](Session& s, const Ids& ids, bool all_logits) {

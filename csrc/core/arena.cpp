@@ -1,5 +1,7 @@
 #include "core/arena.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 
 #include "core/errors.h"
@@ -12,6 +14,17 @@ Arena::Arena(size_t capacity_bytes) : capacity_((capacity_bytes + 63) / 64 * 64)
   std::shared_ptr<void> block = host_alloc(capacity_);
   if (!block) throw MarkbaseError(cat("out of memory reserving an arena of ", capacity_bytes, " bytes"));
   buffer_ = std::shared_ptr<char>(block, static_cast<char*>(block.get()));
+}
+
+std::unique_ptr<Arena> Arena::address_space(size_t capacity_bytes) {
+  const size_t cap = (capacity_bytes + 63) / 64 * 64;
+  // MAP_NORESERVE: pages cost nothing until written (a measuring pass writes only a few host-side inputs).
+  void* p = ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw MarkbaseError(cat("cannot reserve ", cap, " bytes of address space for a measuring arena"));
+  std::unique_ptr<Arena> a(new Arena());
+  a->capacity_ = cap;
+  a->buffer_ = std::shared_ptr<char>(static_cast<char*>(p), [cap](char* q) { ::munmap(q, cap); });
+  return a;
 }
 
 void* Arena::allocate(size_t bytes, size_t align) {

@@ -11,6 +11,10 @@ namespace mb {
 class Arena {
  public:
   explicit Arena(size_t capacity_bytes);
+  // An arena over address space only (reserved, never committed unless written): for a measuring pass
+  // whose ops do not run, so that high_water() tells what a real arena needs. Throws when the address
+  // space cannot be reserved. Its memory is not usable by a GPU backend.
+  static std::unique_ptr<Arena> address_space(size_t capacity_bytes);
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
@@ -26,6 +30,8 @@ class Arena {
   size_t high_water() const { return high_water_; }
 
  private:
+  Arena() = default;
+
   std::shared_ptr<char> buffer_;
   size_t capacity_ = 0, used_ = 0, high_water_ = 0;
 };

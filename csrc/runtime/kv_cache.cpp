@@ -21,6 +21,16 @@ LayerKvCache::LayerKvCache(int64_t n_kv, int64_t head_dim, int64_t window, int64
   }
 }
 
+LayerKvCache LayerKvCache::phantom(int64_t n_kv, int64_t head_dim) {
+  LayerKvCache c;
+  c.n_kv_ = n_kv;
+  c.d_ = head_dim;
+  c.max_context_ = 1;
+  c.grow_to(1);
+  c.phantom_ = true;
+  return c;
+}
+
 // New storage of `capacity` slots holding the current tokens in token order from slot 0.
 void LayerKvCache::grow_to(int64_t capacity) {
   Tensor k = Tensor::zeros(DType::F32, {capacity, n_kv_, d_});
@@ -52,6 +62,7 @@ void LayerKvCache::reserve_chunk(int64_t T) {
 }
 
 void LayerKvCache::append(const Tensor& k_new, const Tensor& v_new, int64_t p0, const int32_t* blocks, const Exec& ex) {
+  if (phantom_) return;
   const int64_t T = k_new.size(0);
   if (window_ == 0 && written_ + T > capacity_) {
     if (written_ + T > max_context_) throw InputError(cat("KV cache: ", written_ + T, " tokens exceed the context limit ", max_context_));
@@ -110,9 +121,9 @@ int64_t LayerKvCache::tokens_held() const { return std::min(written_, capacity_)
 
 // Full caches expose only the filled prefix (token order from slot 0); rings expose every slot (empty ones
 // carry position −1).
-Tensor LayerKvCache::keys() const { return window_ ? k_ : k_.slice(0, 0, tokens_held()); }
-Tensor LayerKvCache::values() const { return window_ ? v_ : v_.slice(0, 0, tokens_held()); }
-Tensor LayerKvCache::positions() const { return window_ ? pos_ : pos_.slice(0, 0, tokens_held()); }
-Tensor LayerKvCache::blocks() const { return window_ ? blocks_ : blocks_.slice(0, 0, tokens_held()); }
+Tensor LayerKvCache::keys() const { return window_ || phantom_ ? k_ : k_.slice(0, 0, tokens_held()); }
+Tensor LayerKvCache::values() const { return window_ || phantom_ ? v_ : v_.slice(0, 0, tokens_held()); }
+Tensor LayerKvCache::positions() const { return window_ || phantom_ ? pos_ : pos_.slice(0, 0, tokens_held()); }
+Tensor LayerKvCache::blocks() const { return window_ || phantom_ ? blocks_ : blocks_.slice(0, 0, tokens_held()); }
 
 }  // namespace mb::runtime

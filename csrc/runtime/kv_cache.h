@@ -19,6 +19,9 @@ class LayerKvCache {
   LayerKvCache() = default;
   // window == 0: a full (growing) cache; else a ring for a sliding window of `window` keys.
   LayerKvCache(int64_t n_kv, int64_t head_dim, int64_t window, int64_t max_chunk, int64_t max_context);
+  // A one-slot stand-in for measuring passes (runtime/measure.h): append records nothing, the views are
+  // one empty slot of the right head shape.
+  static LayerKvCache phantom(int64_t n_kv, int64_t head_dim);
 
   // k_new, v_new: [T, n_kv, d] f32 for absolute positions p0 .. p0 + T − 1 (T ≤ the chunk capacity on
   // rings); blocks: T host block ids or null (none). The rows are copied with the copy op on `ex`'s device;
@@ -49,6 +52,7 @@ class LayerKvCache {
   int64_t capacity_ = 0;
   int64_t written_ = 0;    // tokens appended since reset (= the next position)
   int64_t slot_base_ = 0;  // token i lives in slot (i + slot_base_) % capacity_
+  bool phantom_ = false;
   Tensor k_, v_, pos_, blocks_;
 };
 

@@ -55,6 +55,32 @@ void Session::check_finite(const Tensor& logits) const {
                               "`), and `markbase trace ", model_->dir(), "` finds the first non-finite intermediate"));
 }
 
+template <class F>
+void Session::run_forward(F&& forward) {
+  const int64_t before = state_->position;
+  try {
+    if (model_->check_finite()) {
+      NonFiniteTracer tracer(*model_->exec().backend, [this](const Tensor& t) { return model_->weight_name(t); });
+      forward();
+      tracer.finish();
+      if (tracer.report().found) throw NumericsError(tracer.report().describe());
+    } else {
+      forward();
+    }
+  } catch (...) {
+    bool can = true;
+    for (const auto& c : state_->caches) can = can && c.can_truncate(before);
+    if (can) {
+      for (auto& c : state_->caches) c.truncate(before);
+      state_->position = before;
+    } else {
+      reset();
+    }
+    have_logits_ = false;
+    throw;
+  }
+}
+
 Tensor Session::prefill(const int32_t* ids, int64_t T, bool all_logits) {
   return prefill_embeds(Tensor(), ids, nullptr, T, all_logits);
 }
@@ -64,8 +90,10 @@ Tensor Session::prefill_embeds(const Tensor& x, const int32_t* ids, const int32_
   have_logits_ = false;
   Tensor out = all_logits ? Tensor::empty(DType::F32, {T, model_->config().text_config.vocab_size}) : last_logits_;
   const gemma4::TextDecoder& text = model_->text();
-  if (x.defined() || block_ids) text.forward_embeds(*state_, x, ids, block_ids, T, all_logits, out);
-  else text.forward(*state_, ids, T, all_logits, out);
+  run_forward([&] {
+    if (x.defined() || block_ids) text.forward_embeds(*state_, x, ids, block_ids, T, all_logits, out);
+    else text.forward(*state_, ids, T, all_logits, out);
+  });
   if (all_logits) {
     // The last row doubles as the next step's sampling input.
     std::memcpy(last_logits_.data(), out.data_as<const float>() + (T - 1) * out.size(1), last_logits_.nbytes());
@@ -78,7 +106,7 @@ Tensor Session::prefill_embeds(const Tensor& x, const int32_t* ids, const int32_
 Tensor Session::decode(int32_t id) {
   check_room(1);
   have_logits_ = false;
-  model_->text().forward(*state_, &id, 1, false, last_logits_);
+  run_forward([&] { model_->text().forward(*state_, &id, 1, false, last_logits_); });
   check_finite(last_logits_);
   have_logits_ = true;
   return last_logits_;
@@ -92,6 +120,22 @@ int32_t Session::sample(Sampler& sampler) {
 int32_t Session::step(int32_t id, Sampler& sampler) {
   decode(id);
   return sample(sampler);
+}
+
+NonFiniteReport trace_nonfinite(const gemma4::Gemma4Model& model, const int32_t* ids, int64_t T, const Tensor& x,
+                                const int32_t* block_ids) {
+  if (T < 1) throw InputError("trace: no tokens");
+  const gemma4::TextDecoder& text = model.text();
+  auto state = text.new_state(T);
+  Tensor logits = Tensor::empty(DType::F32, {T, model.config().text_config.vocab_size});
+  NonFiniteTracer tracer(*model.exec().backend, [&model](const Tensor& t) { return model.weight_name(t); });
+  try {
+    text.forward_embeds(*state, x, ids, block_ids, T, true, logits);
+  } catch (const NumericsError&) {
+    if (!tracer.report().found) throw;
+  }
+  tracer.finish();
+  return tracer.report();
 }
 
 }  // namespace mb::runtime

@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "models/gemma4/model.h"
+#include "runtime/nonfinite.h"
 #include "runtime/sampler.h"
 
 namespace mb::runtime {
@@ -19,13 +20,17 @@ class Session {
   int64_t position() const { return state_->position; }
   int64_t max_context() const { return max_context_; }
   size_t cache_bytes() const;
+  // The activation arena's size: measured for the longest chunk (runtime/measure.h).
+  size_t arena_bytes() const { return state_->arena->capacity(); }
   void reset();
   // Rolls back to the first n tokens; false (nothing changed) when a sliding ring no longer holds what
   // position n needs. InputError when n is outside [0, position].
   bool truncate(int64_t n);
 
   // Runs T tokens. Returns the logits of the last position [1, V] (the session's buffer, valid until the
-  // next forward) or, with all_logits, [T, V] (a fresh tensor). Non-finite logits are a NumericsError.
+  // next forward) or, with all_logits, [T, V] (a fresh tensor). Non-finite logits are a NumericsError
+  // (with MARKBASE_CHECK_FINITE=1 at load, raised at the first non-finite intermediate, naming it). A
+  // forward that fails rolls the session back to where it was (or, when a sliding ring cannot, resets it).
   Tensor prefill(const int32_t* ids, int64_t T, bool all_logits);
   // Same with caller-made embeddings x [T, H] f32 (soft tokens in place of placeholders) and optional
   // bidirectional block ids [T] (−1 none; ids ≥ 0 local to this call).
@@ -40,6 +45,9 @@ class Session {
  private:
   void check_room(int64_t T) const;
   void check_finite(const Tensor& logits) const;
+  // Runs `forward` (traced with MARKBASE_CHECK_FINITE), rolling back on any exception.
+  template <class F>
+  void run_forward(F&& forward);
 
   std::shared_ptr<const gemma4::Gemma4Model> model_;
   int64_t max_context_;
@@ -47,5 +55,10 @@ class Session {
   Tensor last_logits_;  // [1, V] f32
   bool have_logits_ = false;
 };
+
+// Runs ids [T] (or embeddings x [T, H] with ids and optional block ids) from an empty cache with every op
+// checked (runtime/nonfinite.h) and returns where the first NaN / Inf appeared (report.found false: none).
+NonFiniteReport trace_nonfinite(const gemma4::Gemma4Model& model, const int32_t* ids, int64_t T, const Tensor& x = {},
+                                const int32_t* block_ids = nullptr);
 
 }  // namespace mb::runtime

@@ -116,6 +116,12 @@ class Model:
         self._tokenizer = None
 
     @property
+    def check_finite(self) -> bool:
+        """True when MARKBASE_CHECK_FINITE=1 was set at load: every forward then raises NumericsError at the
+        first NaN / Inf, naming the layer, intermediate and op (see trace_nonfinite)."""
+        return bool(self._core.check_finite)
+
+    @property
     def tokenizer(self):
         """The checkpoint's tokenizer (tokenizer.json + chat template), loaded on first use."""
         if self._tokenizer is None:
@@ -212,6 +218,21 @@ class Model:
         embedded as the pad id (as transformers does). Rows can be replaced by soft tokens and the result
         run with Session.prefill_embeddings."""
         return self._core.embed(_as_ids(input_ids, self.config.text_config.vocab_size))
+
+    def trace_nonfinite(self, inputs):
+        """Runs a forward (from an empty cache) over `inputs` (token ids, a prompt string or chat messages)
+        checking every op's output, and reports the first NaN / Inf: `report.where` reads e.g.
+        "layer 17, attn_out (op attention, backend metal-sim)", `report.inputs` has the statistics of that
+        op's inputs (a weight named as in the checkpoint). A falsy report means the forward stayed finite.
+        Setting MARKBASE_CHECK_FINITE=1 before `load` makes every forward raise NumericsError this way."""
+        if isinstance(inputs, (str, list, tuple)) and (isinstance(inputs, str) or (inputs and isinstance(inputs[0], dict))):
+            ids = self.encode_prompt(inputs)
+        else:
+            ids = inputs
+        ids = _as_ids(ids, self.config.text_config.vocab_size)
+        if len(ids) > self.max_context:
+            raise InputError(f"context limit: {len(ids)} tokens > max_context {self.max_context}")
+        return self._core.trace_nonfinite(ids)
 
     def logits(self, input_ids) -> np.ndarray:
         """Full forward from an empty cache: float32 logits [T, vocab]."""

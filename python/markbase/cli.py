@@ -1,4 +1,4 @@
-"""The `markbase` command line: run, chat, demo, validate, inspect, devices."""
+"""The `markbase` command line: run, chat, demo, validate, inspect, trace, devices."""
 
 from __future__ import annotations
 
@@ -81,6 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
                                      "context length and the modalities it carries.")
     ins.add_argument("dir", help="checkpoint directory")
     ins.set_defaults(func=cmd_inspect)
+
+    tr = sub.add_parser("trace", help="find the first NaN / Inf of a forward pass: layer, intermediate, op",
+                        description="Run one forward over a prompt with every op's output checked, and report the "
+                                    "first NaN / Inf: its layer, the named intermediate, the op and backend, and "
+                                    "the statistics of that op's inputs. Exits 0 when the forward stays finite, "
+                                    "1 when it does not.")
+    tr.add_argument("dir", help="checkpoint directory")
+    tr.add_argument("--prompt", default="Hello", help="user message (through the chat template)")
+    tr.add_argument("--raw", action="store_true", help="tokenize the prompt as raw text, without the chat template")
+    tr.add_argument("--device", default="auto")
+    tr.set_defaults(func=cmd_trace)
 
     dev = sub.add_parser("devices", help="list the backends built into this installation",
                          description="List the backends built into this installation, in order of preference.")
@@ -232,6 +243,19 @@ def cmd_inspect(args) -> int:
         print(f"{comp:<14}{params[comp]:>16,}{nbytes[comp] / 1e6:>10.1f} MB  {', '.join(sorted(dtypes[comp]))}")
     print(f"{'total':<14}{sum(params.values()):>16,}{sum(nbytes.values()) / 1e6:>10.1f} MB")
     return 0
+
+
+def cmd_trace(args) -> int:
+    import markbase
+
+    model = markbase.load(args.dir, device=args.device)
+    prompt = args.prompt if args.raw else [{"role": "user", "content": args.prompt}]
+    report = model.trace_nonfinite(prompt)
+    if not report:
+        print(f"no NaN or Inf in the forward pass ({len(model.encode_prompt(prompt))} tokens, device {model.device})")
+        return 0
+    print(str(report))
+    return 1
 
 
 def cmd_devices(args) -> int:

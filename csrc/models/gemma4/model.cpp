@@ -1,6 +1,10 @@
 #include "models/gemma4/model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <tuple>
 
 #include "core/errors.h"
 
@@ -13,6 +17,17 @@ class TableCollector : public WeightVisitor {
  public:
   std::vector<WeightSpec> specs;
   void weight(const WeightSpec& spec, Hold, Tensor*, float*) override { specs.push_back(spec); }
+};
+
+// The memory of every bound tensor with its name.
+class SpanCollector : public WeightVisitor {
+ public:
+  std::vector<std::tuple<const char*, const char*, std::string>> spans;
+  void weight(const WeightSpec& spec, Hold, Tensor* t, float*) override {
+    if (!t || !t->defined() || t->numel() == 0) return;
+    const char* b = static_cast<const char*>(t->data());
+    spans.emplace_back(b, b + t->nbytes(), spec.name);
+  }
 };
 
 // `value` as the table's storage dtype holds it: transformers casts sqrt(H) to the weight dtype (spec §2.2).
@@ -33,22 +48,23 @@ void visit_weights(const Gemma4Config& cfg, ModelWeights& w, WeightVisitor& visi
   const WeightScope text = text_only ? WeightScope(visitor, "model.", "text")
                                      : WeightScope(visitor, "model.language_model.", "text", {"model.language_model.model."});
   visit_weights(cfg.text_config, w.text, text);
+  // emplace only what is not there yet: a walk over bound weights (a SpanCollector) must not reset them
   if (cfg.vision_config) {
-    w.vision.emplace();
+    if (!w.vision) w.vision.emplace();
     visit_weights(*cfg.vision_config, H, *w.vision, WeightScope(visitor, "model.vision_tower.", "vision"),
                   WeightScope(visitor, "model.embed_vision.", "embed_vision"));
   }
   if (cfg.audio_config) {
-    w.audio.emplace();
+    if (!w.audio) w.audio.emplace();
     visit_weights(*cfg.audio_config, H, *w.audio, WeightScope(visitor, "model.audio_tower.", "audio"),
                   WeightScope(visitor, "model.embed_audio.", "embed_audio"));
   }
   if (cfg.unified_vision_config) {
-    w.unified_vision.emplace();
+    if (!w.unified_vision) w.unified_vision.emplace();
     visit_weights(*cfg.unified_vision_config, H, *w.unified_vision, WeightScope(visitor, "model.embed_vision.", "embed_vision"));
   }
   if (cfg.unified_audio_config) {
-    w.unified_audio.emplace();
+    if (!w.unified_audio) w.unified_audio.emplace();
     visit_weights(*cfg.unified_audio_config, H, *w.unified_audio, WeightScope(visitor, "model.embed_audio.", "embed_audio"));
   }
   // An untied copy of the LM head is tolerated and never read (the head is tied to embed_tokens).
@@ -85,7 +101,25 @@ std::shared_ptr<Gemma4Model> Gemma4Model::load(const std::string& dir, const Loa
     s.ple_embed_scale = round_to_dtype(std::sqrt(double(t.hidden_size_per_layer_input)), tw.embed_tokens_per_layer.dtype());
   for (int64_t id : m->cfg_.placeholder_token_ids()) s.placeholder_ids.push_back(int32_t(id));
   m->text_ = std::make_unique<TextDecoder>(t, m->weights_.text, s, m->exec_);
+
+  SpanCollector spans;
+  visit_weights(m->cfg_, m->weights_, spans);
+  for (auto& [b, e, name] : spans.spans) m->weight_spans_.push_back({b, e, std::move(name)});
+  std::sort(m->weight_spans_.begin(), m->weight_spans_.end(), [](const WeightSpan& a, const WeightSpan& b) {
+    return a.begin < b.begin;
+  });
+  const char* env = std::getenv("MARKBASE_CHECK_FINITE");
+  m->check_finite_ = env && *env && std::strcmp(env, "0") != 0;
   return m;
+}
+
+std::string Gemma4Model::weight_name(const Tensor& t) const {
+  const char* p = static_cast<const char*>(t.data());
+  auto it = std::upper_bound(weight_spans_.begin(), weight_spans_.end(), p,
+                             [](const char* q, const WeightSpan& s) { return q < s.begin; });
+  if (it == weight_spans_.begin()) return "";
+  --it;
+  return p < it->end ? it->name : "";
 }
 
 }  // namespace mb::gemma4

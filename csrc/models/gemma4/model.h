@@ -51,6 +51,12 @@ class Gemma4Model {
   int64_t max_context() const { return max_context_; }
   const Exec& exec() const { return exec_; }
   const ModelWeights& weights() const { return weights_; }
+  // The weight-table name of the weight tensor whose memory holds t's first element ("" if none: an
+  // activation), for reports.
+  std::string weight_name(const Tensor& t) const;
+  // MARKBASE_CHECK_FINITE=1 at load: every forward is traced (runtime/nonfinite.h) and raises
+  // NumericsError at the first NaN / Inf.
+  bool check_finite() const { return check_finite_; }
 
  private:
   Gemma4Model() = default;
@@ -62,6 +68,13 @@ class Gemma4Model {
   std::unique_ptr<TextDecoder> text_;
   Exec exec_;
   int64_t max_context_ = 0;
+  bool check_finite_ = false;
+  struct WeightSpan {
+    const char* begin;
+    const char* end;
+    std::string name;
+  };
+  std::vector<WeightSpan> weight_spans_;  // sorted by begin
 };
 
 }  // namespace mb::gemma4

@@ -16,6 +16,7 @@
 #include "ops/softmax.h"
 #include "ops/sync.h"
 #include "ops/topk.h"
+#include "runtime/measure.h"
 #include "runtime/trace.h"
 
 namespace mb::gemma4 {
@@ -97,6 +98,7 @@ TextDecoder::TextDecoder(const TextConfig& cfg, TextWeights weights, TextSetting
 
 std::unique_ptr<DecoderState> TextDecoder::new_state(int64_t max_context) const {
   auto st = std::make_unique<DecoderState>();
+  st->ex = ex_;
   st->caches.resize(cfg_.layers.size());
   for (const LayerSpec& lc : cfg_.layers) {
     if (lc.reuses_kv()) continue;
@@ -105,33 +107,39 @@ std::unique_ptr<DecoderState> TextDecoder::new_state(int64_t max_context) const 
                                                          settings_.max_chunk, max_context);
   }
   st->chunk_capacity = settings_.max_chunk;
-  st->arena = std::make_unique<Arena>(arena_bytes(settings_.max_chunk));
+  // The largest of a full prefill chunk and a decode step (the MoE paths differ by size).
+  st->arena = std::make_unique<Arena>(std::max(measure_arena(settings_.max_chunk), measure_arena(1)));
   return st;
 }
 
 void TextDecoder::reserve_chunk(DecoderState& st, int64_t T) const {
   if (T <= st.chunk_capacity) return;
   for (auto& c : st.caches) c.reserve_chunk(T);
-  st.arena = std::make_unique<Arena>(arena_bytes(T));
+  st.arena = std::make_unique<Arena>(std::max(measure_arena(T), st.arena->capacity()));
   st.chunk_capacity = T;
 }
 
-// Upper bound of the activations one chunk of T tokens allocates (floats per token, plus slack).
-size_t TextDecoder::arena_bytes(int64_t T) const {
-  int64_t dmax = 0, kvmax = 0, imax = 0;
-  for (const auto& lc : cfg_.layers) {
-    dmax = std::max(dmax, lc.head_dim);
-    kvmax = std::max(kvmax, lc.num_key_value_heads);
-    imax = std::max(imax, lc.intermediate_size);
+size_t TextDecoder::measure_arena(int64_t T) const {
+  const int64_t V = cfg_.vocab_size;
+  // Address space only: 16 GiB to start, doubled while a pass runs out (nothing is committed).
+  for (size_t reserve = size_t(16) << 30;; reserve *= 2) {
+    DecoderState m;
+    m.ex = Exec{&runtime::measure_backend(), false};
+    m.caches.resize(cfg_.layers.size());
+    for (const LayerSpec& lc : cfg_.layers)
+      if (!lc.reuses_kv()) m.caches[size_t(lc.index)] = runtime::LayerKvCache::phantom(lc.num_key_value_heads, lc.head_dim);
+    m.arena = Arena::address_space(reserve);
+    std::unique_ptr<Arena> out = Arena::address_space(size_t(T * V) * sizeof(float) + 64);
+    Tensor logits = out->tensor(DType::F32, {T, V});
+    std::vector<int32_t> ids(size_t(T), 0), blocks(size_t(T), 0);  // blocks: the path with block ids
+    try {
+      forward_chunk(m, nullptr, ids.data(), blocks.data(), T, true, logits);
+    } catch (const MarkbaseError& e) {
+      if (std::string(e.what()).rfind("arena exhausted", 0) == 0 && reserve < (size_t(1) << 44)) continue;
+      throw;
+    }
+    return m.arena->high_water() + 4096;  // slack for alignment
   }
-  const int64_t H = cfg_.hidden_size, nh = cfg_.num_attention_heads, P = cfg_.hidden_size_per_layer_input;
-  const int64_t LP = cfg_.num_hidden_layers * P;
-  int64_t per_token = 6 * H + 2 * nh * dmax + 3 * kvmax * dmax + 3 * imax + 3 * LP + 2 * P + 3 * cfg_.num_experts +
-                      4 * cfg_.top_k_experts + 6 * H + 4 * cfg_.moe_intermediate_size + 16;
-  // The gathered MoE path holds kMoeGatheredRows expert rows whatever T is: [R, H] in and out, [R, 2I]
-  // gate|up, [R, I] twice.
-  const int64_t moe_gathered = cfg_.enable_moe_block ? kMoeGatheredRows * (2 * H + 4 * cfg_.moe_intermediate_size) : 0;
-  return size_t(T * per_token + moe_gathered + 2) * sizeof(float) + (1 << 16);
 }
 
 void TextDecoder::llm_ids(const int32_t* ids, int64_t T, int32_t* out) const {
@@ -212,7 +220,7 @@ void TextDecoder::forward_chunk(DecoderState& st, const Tensor* x_rows, const in
                                 int64_t T, bool all_logits, Tensor& logits_rows) const {
   // One command buffer for the chunk (plus one per MoE layer, see moe_block): ops only encode.
   // The host writes ids, positions and blocks below before any op of this chunk is encoded.
-  ops::CommandScope scope(ex_);
+  ops::CommandScope scope(st.ex);
   Arena& A = *st.arena;
   A.reset();
   const int64_t H = cfg_.hidden_size, L = cfg_.num_hidden_layers, P = cfg_.hidden_size_per_layer_input;
@@ -228,8 +236,8 @@ void TextDecoder::forward_chunk(DecoderState& st, const Tensor* x_rows, const in
 
   // h0 = E[ids] · sqrt(H) (scale rounded to the table's dtype), or the caller's embeddings
   Tensor x = A.tensor(DType::F32, {T, H});
-  if (x_rows) ops::copy(*x_rows, x, ex_);
-  else ops::embedding(w_.embed_tokens, ids, x, settings_.embed_scale, ex_);
+  if (x_rows) ops::copy(*x_rows, x, st.ex);
+  else ops::embedding(w_.embed_tokens, ids, x, settings_.embed_scale, st.ex);
   name_intermediate(x, "inp_embd", -1);
 
   // PLE (spec §2.3): ple = (RMSNorm((h0·Wᵀ)·H^-0.5 per layer slice) + E_ple[ids]·sqrt(P)) · 2^-0.5,
@@ -237,14 +245,14 @@ void TextDecoder::forward_chunk(DecoderState& st, const Tensor* x_rows, const in
   Tensor ple;
   if (P > 0) {
     Tensor tok = A.tensor(DType::F32, {T, L * P});
-    ops::embedding(w_.embed_tokens_per_layer, ids, tok, settings_.ple_embed_scale, ex_);
+    ops::embedding(w_.embed_tokens_per_layer, ids, tok, settings_.ple_embed_scale, st.ex);
     ple = A.tensor(DType::F32, {T, L * P});
-    ops::linear(x, w_.per_layer_model_projection, nullptr, ple, ex_);
-    ops::unary(ple, ple, {ops::UnaryKind::Scale, float(1.0 / std::sqrt(double(H)))}, ex_);
+    ops::linear(x, w_.per_layer_model_projection, nullptr, ple, st.ex);
+    ops::unary(ple, ple, {ops::UnaryKind::Scale, float(1.0 / std::sqrt(double(H)))}, st.ex);
     Tensor rows = ple.reshape({T * L, P});
-    ops::rms_norm(rows, w_.per_layer_projection_norm, float(cfg_.rms_norm_eps), rows, ex_);
-    ops::binary(ple, tok, ple, ops::BinaryKind::Add, ex_);
-    ops::unary(ple, ple, {ops::UnaryKind::Scale, float(std::pow(2.0, -0.5))}, ex_);
+    ops::rms_norm(rows, w_.per_layer_projection_norm, float(cfg_.rms_norm_eps), rows, st.ex);
+    ops::binary(ple, tok, ple, ops::BinaryKind::Add, st.ex);
+    ops::unary(ple, ple, {ops::UnaryKind::Scale, float(std::pow(2.0, -0.5))}, st.ex);
     name_intermediate(ple, "per_layer_inputs", -1);
   }
   const size_t layer_mark = A.mark();
@@ -257,17 +265,17 @@ void TextDecoder::forward_chunk(DecoderState& st, const Tensor* x_rows, const in
     if (P > 0) {
       // x += RMSNorm(proj(gelu(gate(x)) · ple[:, l]))
       Tensor g = A.tensor(DType::F32, {T, P});
-      ops::linear(x, lw.per_layer_input_gate, nullptr, g, ex_);
+      ops::linear(x, lw.per_layer_input_gate, nullptr, g, st.ex);
       Tensor ple_l = A.tensor(DType::F32, {T, P});
-      ops::copy(ple.reshape({T, L, P}).select(1, l), ple_l, ex_);  // this layer's [T, P] slice
-      gelu_gate(g, ple_l);
+      ops::copy(ple.reshape({T, L, P}).select(1, l), ple_l, st.ex);  // this layer's [T, P] slice
+      gelu_gate(st.ex, g, ple_l);
       Tensor y = A.tensor(DType::F32, {T, H});
-      ops::linear(g, lw.per_layer_projection, nullptr, y, ex_);
-      ops::rms_norm(y, lw.post_per_layer_input_norm, float(cfg_.rms_norm_eps), y, ex_);
+      ops::linear(g, lw.per_layer_projection, nullptr, y, st.ex);
+      ops::rms_norm(y, lw.post_per_layer_input_norm, float(cfg_.rms_norm_eps), y, st.ex);
       name_intermediate(y, "ple_out", l);
-      ops::binary(x, y, x, ops::BinaryKind::Add, ex_);
+      ops::binary(x, y, x, ops::BinaryKind::Add, st.ex);
     }
-    ops::unary(x, x, {ops::UnaryKind::Scale, lw.layer_scalar}, ex_);
+    ops::unary(x, x, {ops::UnaryKind::Scale, lw.layer_scalar}, st.ex);
     name_intermediate(x, "l_out", l);
   }
   st.position += T;
@@ -277,11 +285,11 @@ void TextDecoder::forward_chunk(DecoderState& st, const Tensor* x_rows, const in
     Tensor last = all_logits ? x : x.slice(0, T - 1, T);
     const int64_t R = last.size(0);
     Tensor normed = A.tensor(DType::F32, {R, H});
-    ops::rms_norm(last, w_.norm, float(cfg_.rms_norm_eps), normed, ex_);
+    ops::rms_norm(last, w_.norm, float(cfg_.rms_norm_eps), normed, st.ex);
     name_intermediate(normed, "result_norm", -1);
-    ops::linear(normed, w_.embed_tokens, nullptr, logits_rows, ex_);  // tied LM head
+    ops::linear(normed, w_.embed_tokens, nullptr, logits_rows, st.ex);  // tied LM head
     if (cfg_.final_logit_softcapping)
-      ops::unary(logits_rows, logits_rows, {ops::UnaryKind::Softcap, float(*cfg_.final_logit_softcapping)}, ex_);
+      ops::unary(logits_rows, logits_rows, {ops::UnaryKind::Softcap, float(*cfg_.final_logit_softcapping)}, st.ex);
     name_intermediate(logits_rows, "result_output", -1);
   }
   scope.finish();
@@ -297,35 +305,35 @@ void TextDecoder::attention_block(DecoderState& st, int64_t l, Tensor& x, const 
   const Tensor& inv_freq = inv_freq_[size_t(l)];
 
   Tensor h = A.tensor(DType::F32, {T, H});
-  ops::rms_norm(x, lw.input_layernorm, eps, h, ex_);
+  ops::rms_norm(x, lw.input_layernorm, eps, h, st.ex);
   name_intermediate(h, "attn_norm", l);
 
   // q: [T, nh, d], normed per head then rotated
   Tensor q = A.tensor(DType::F32, {T, nh, d});
   Tensor q_flat = q.reshape({T, nh * d});
-  ops::linear(h, lw.q_proj, nullptr, q_flat, ex_);
-  ops::rms_norm(q, lw.q_norm, eps, q, ex_);
-  ops::rope(q, positions, inv_freq, q, ex_);
+  ops::linear(h, lw.q_proj, nullptr, q_flat, st.ex);
+  ops::rms_norm(q, lw.q_norm, eps, q, st.ex);
+  ops::rope(q, positions, inv_freq, q, st.ex);
   name_intermediate(q, "q", l);
 
   if (!lc.reuses_kv()) {
     // k: [T, kv, d] = rope(RMSNorm(h·Wkᵀ; k_norm)); v = RMSNorm(h·Wvᵀ) without weight, or of raw k (k=v).
     Tensor k = A.tensor(DType::F32, {T, kv, d});
     Tensor k_flat = k.reshape({T, kv * d});
-    ops::linear(h, lw.k_proj, nullptr, k_flat, ex_);
+    ops::linear(h, lw.k_proj, nullptr, k_flat, st.ex);
     Tensor v = A.tensor(DType::F32, {T, kv, d});
     if (lc.has_v_proj) {
       Tensor v_flat = v.reshape({T, kv * d});
-      ops::linear(h, lw.v_proj, nullptr, v_flat, ex_);
+      ops::linear(h, lw.v_proj, nullptr, v_flat, st.ex);
     } else {
-      ops::copy(k, v, ex_);  // k=v layers: V is the raw k projection (normed below, never rotated)
+      ops::copy(k, v, st.ex);  // k=v layers: V is the raw k projection (normed below, never rotated)
     }
-    ops::rms_norm(v, Tensor(), eps, v, ex_);
-    ops::rms_norm(k, lw.k_norm, eps, k, ex_);
-    ops::rope(k, positions, inv_freq, k, ex_);
+    ops::rms_norm(v, Tensor(), eps, v, st.ex);
+    ops::rms_norm(k, lw.k_norm, eps, k, st.ex);
+    ops::rope(k, positions, inv_freq, k, st.ex);
     name_intermediate(k, "k", l);
     name_intermediate(v, "v", l);
-    st.caches[size_t(l)].append(k, v, st.position, blocks ? blocks->data_as<const int32_t>() : nullptr, ex_);
+    st.caches[size_t(l)].append(k, v, st.position, blocks ? blocks->data_as<const int32_t>() : nullptr, st.ex);
   }
   // Reuse layers read the store layer's post-update cache (same positions, same mask).
   const runtime::LayerKvCache& cache = st.caches[size_t(lc.kv_source)];
@@ -338,14 +346,14 @@ void TextDecoder::attention_block(DecoderState& st, int64_t l, Tensor& x, const 
   const Tensor k_blocks = use_blocks ? cache.blocks() : Tensor();
   Tensor attn = A.tensor(DType::F32, {T, nh, d});
   ops::attention(q, cache.keys(), cache.values(), positions, cache.positions(), use_blocks ? blocks : nullptr,
-                 use_blocks ? &k_blocks : nullptr, attn, ap, ex_);
+                 use_blocks ? &k_blocks : nullptr, attn, ap, st.ex);
   name_intermediate(attn, "kqv_out", l);
 
   Tensor o = A.tensor(DType::F32, {T, H});
-  ops::linear(attn.reshape({T, nh * d}), lw.o_proj, nullptr, o, ex_);
-  ops::rms_norm(o, lw.post_attention_layernorm, eps, o, ex_);
+  ops::linear(attn.reshape({T, nh * d}), lw.o_proj, nullptr, o, st.ex);
+  ops::rms_norm(o, lw.post_attention_layernorm, eps, o, st.ex);
   name_intermediate(o, "attn_out", l);
-  ops::binary(x, o, x, ops::BinaryKind::Add, ex_);
+  ops::binary(x, o, x, ops::BinaryKind::Add, st.ex);
 }
 
 void TextDecoder::feed_forward_block(DecoderState& st, int64_t l, Tensor& x, int64_t T) const {
@@ -356,22 +364,22 @@ void TextDecoder::feed_forward_block(DecoderState& st, int64_t l, Tensor& x, int
   const float eps = float(cfg_.rms_norm_eps);
 
   Tensor h = A.tensor(DType::F32, {T, H});
-  ops::rms_norm(x, lw.pre_feedforward_layernorm, eps, h, ex_);
+  ops::rms_norm(x, lw.pre_feedforward_layernorm, eps, h, st.ex);
   name_intermediate(h, "ffn_norm", l);
   // m = down(gelu_tanh(gate(h)) · up(h))
   Tensor g = A.tensor(DType::F32, {T, I});
   Tensor u = A.tensor(DType::F32, {T, I});
-  ops::linear(h, lw.gate_proj, nullptr, g, ex_);
-  ops::linear(h, lw.up_proj, nullptr, u, ex_);
-  gelu_gate(g, u);
+  ops::linear(h, lw.gate_proj, nullptr, g, st.ex);
+  ops::linear(h, lw.up_proj, nullptr, u, st.ex);
+  gelu_gate(st.ex, g, u);
   name_intermediate(g, "ffn_act", l);
   Tensor m = A.tensor(DType::F32, {T, H});
-  ops::linear(g, lw.down_proj, nullptr, m, ex_);
+  ops::linear(g, lw.down_proj, nullptr, m, st.ex);
   name_intermediate(m, "ffn_mlp", l);
   if (cfg_.enable_moe_block) moe_block(st, l, x, m, T);
-  ops::rms_norm(m, lw.post_feedforward_layernorm, eps, m, ex_);
+  ops::rms_norm(m, lw.post_feedforward_layernorm, eps, m, st.ex);
   name_intermediate(m, "ffn_out", l);
-  ops::binary(x, m, x, ops::BinaryKind::Add, ex_);
+  ops::binary(x, m, x, ops::BinaryKind::Add, st.ex);
 }
 
 // m ← RMSNorm(m; post_ff_ln1) + RMSNorm(Σ_j w_j · expert_j(RMSNorm(r; pre_ff_ln2)); post_ff_ln2), spec §2.8.
@@ -381,37 +389,37 @@ void TextDecoder::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor
   const int64_t H = cfg_.hidden_size, E = cfg_.num_experts, K = cfg_.top_k_experts;
   const float eps = float(cfg_.rms_norm_eps);
 
-  ops::rms_norm(m, lw.post_feedforward_layernorm_1, eps, m, ex_);
+  ops::rms_norm(m, lw.post_feedforward_layernorm_1, eps, m, st.ex);
 
   // Router on the residual stream: probs = softmax((RMSNorm(r) · scale · H^-0.5) · W_routerᵀ) in f32.
   Tensor z = A.tensor(DType::F32, {T, H});
-  ops::rms_norm(r, Tensor(), eps, z, ex_);
-  ops::binary(z, lw.router_scale, z, ops::BinaryKind::Mul, ex_);
-  ops::unary(z, z, {ops::UnaryKind::Scale, float(std::pow(double(H), -0.5))}, ex_);
+  ops::rms_norm(r, Tensor(), eps, z, st.ex);
+  ops::binary(z, lw.router_scale, z, ops::BinaryKind::Mul, st.ex);
+  ops::unary(z, z, {ops::UnaryKind::Scale, float(std::pow(double(H), -0.5))}, st.ex);
   Tensor scores = A.tensor(DType::F32, {T, E});
-  ops::linear(z, lw.router_proj, nullptr, scores, ex_);
-  ops::softmax(scores, scores, ex_);
+  ops::linear(z, lw.router_proj, nullptr, scores, st.ex);
+  ops::softmax(scores, scores, st.ex);
   name_intermediate(scores, "ffn_moe_probs", l);
   Tensor top_w = A.tensor(DType::F32, {T, K});
   Tensor top_i = A.tensor(DType::I32, {T, K});
-  ops::topk(scores, K, top_w, top_i, ex_);
+  ops::topk(scores, K, top_w, top_i, st.ex);
   // Renormalise the top-k to sum 1, fold in the learned per-expert scale; rows ordered by expert id.
-  ops::route_weights(top_w, top_i, lw.router_per_expert_scale, top_w, top_i, ex_);
+  ops::route_weights(top_w, top_i, lw.router_per_expert_scale, top_w, top_i, st.ex);
 
   Tensor e_in = A.tensor(DType::F32, {T, H});
-  ops::rms_norm(r, lw.pre_feedforward_layernorm_2, eps, e_in, ex_);
+  ops::rms_norm(r, lw.pre_feedforward_layernorm_2, eps, e_in, st.ex);
   Tensor acc = A.tensor(DType::F32, {T, H});
   if (T * K <= kMoeGatheredRows) moe_experts_gathered(st, lw, e_in, top_w, top_i, acc, T);
   else moe_experts_grouped(st, lw, e_in, top_w, top_i, acc, T);
-  ops::rms_norm(acc, lw.post_feedforward_layernorm_2, eps, acc, ex_);
+  ops::rms_norm(acc, lw.post_feedforward_layernorm_2, eps, acc, st.ex);
   name_intermediate(acc, "ffn_moe_out", l);
-  ops::binary(m, acc, m, ops::BinaryKind::Add, ex_);
+  ops::binary(m, acc, m, ops::BinaryKind::Add, st.ex);
 }
 
 // g ← gelu_tanh(g) · u, the gated activation (dense and expert MLPs, the per-layer input gate).
-void TextDecoder::gelu_gate(Tensor& g, const Tensor& u) const {
-  ops::unary(g, g, {ops::UnaryKind::GeluTanh}, ex_);
-  ops::binary(g, u, g, ops::BinaryKind::Mul, ex_);
+void TextDecoder::gelu_gate(const Exec& ex, Tensor& g, const Tensor& u) const {
+  ops::unary(g, g, {ops::UnaryKind::GeluTanh}, ex);
+  ops::binary(g, u, g, ops::BinaryKind::Mul, ex);
 }
 
 void TextDecoder::moe_experts_gathered(DecoderState& st, const TextLayerWeights& lw, const Tensor& e_in,
@@ -421,19 +429,19 @@ void TextDecoder::moe_experts_gathered(DecoderState& st, const TextLayerWeights&
   const Tensor row_token = moe_row_token_.slice(0, 0, R);  // row r = t·K + j is token t's j-th expert
   const Tensor expert_of_row = top_i.reshape({R}), weight_of_row = top_w.reshape({R});
   Tensor rows_in = A.tensor(DType::F32, {R, H});
-  ops::embedding(e_in, row_token, rows_in, 1.0f, ex_);  // each token's row once per chosen expert
+  ops::embedding(e_in, row_token, rows_in, 1.0f, st.ex);  // each token's row once per chosen expert
   Tensor gu = A.tensor(DType::F32, {R, 2 * I});
-  ops::linear_gathered(rows_in, lw.experts_gate_up_proj, expert_of_row, gu, ex_);
+  ops::linear_gathered(rows_in, lw.experts_gate_up_proj, expert_of_row, gu, st.ex);
   // [gate | up] = gu split along the last dim; a = gelu_tanh(gate) · up
   Tensor a = A.tensor(DType::F32, {R, I}), up = A.tensor(DType::F32, {R, I});
-  ops::copy(gu.slice(1, 0, I), a, ex_);
-  ops::copy(gu.slice(1, I, 2 * I), up, ex_);
-  gelu_gate(a, up);
+  ops::copy(gu.slice(1, 0, I), a, st.ex);
+  ops::copy(gu.slice(1, I, 2 * I), up, st.ex);
+  gelu_gate(st.ex, a, up);
   Tensor out = A.tensor(DType::F32, {R, H});
-  ops::linear_gathered(a, lw.experts_down_proj, expert_of_row, out, ex_);
+  ops::linear_gathered(a, lw.experts_down_proj, expert_of_row, out, st.ex);
   // acc[t] = Σ_j w · out over token t's rows, j in increasing expert id (route_weights sorted them).
-  ops::copy(moe_zeros_.slice(0, 0, T), acc, ex_);
-  ops::index_add(acc, row_token, out, &weight_of_row, ex_);
+  ops::copy(moe_zeros_.slice(0, 0, T), acc, st.ex);
+  ops::index_add(acc, row_token, out, &weight_of_row, st.ex);
 }
 
 void TextDecoder::moe_experts_grouped(DecoderState& st, const TextLayerWeights& lw, const Tensor& e_in,
@@ -451,7 +459,7 @@ void TextDecoder::moe_experts_grouped(DecoderState& st, const TextLayerWeights& 
   // Which tokens each expert gets decides the sizes of the expert dispatches, so the host reads the
   // routing here: one extra command buffer for this layer. Every host write below (acc, tok_ids, tok_w)
   // happens after it and before any op reading them is encoded.
-  ops::synchronize(ex_);
+  ops::synchronize(st.ex);
   const int32_t* ti = top_i.data_as<const int32_t>();
   const float* tw = top_w.data_as<const float>();
   std::memset(acc.data(), 0, acc.nbytes());
@@ -470,18 +478,21 @@ void TextDecoder::moe_experts_grouped(DecoderState& st, const TextLayerWeights& 
 
   // Experts in increasing index, each over the tokens routed to it (as transformers accumulates).
   for (int64_t e = 0; e < E; ++e) {
-    const int64_t s0 = expert_start[size_t(e)], n = expert_start[size_t(e) + 1] - s0;
-    if (n == 0) continue;
-    Tensor in = rows_in.slice(0, 0, n), g2 = gu.slice(0, 0, n), a = act.slice(0, 0, n), out = rows_out.slice(0, 0, n);
-    Tensor up = up_rows.slice(0, 0, n), idx = tok_ids.slice(0, s0, s0 + n), wts = tok_w.slice(0, s0, s0 + n);
-    ops::embedding(e_in, idx, in, 1.0f, ex_);  // gather the routed tokens' rows: [n, H]
-    ops::linear(in, lw.experts_gate_up_proj.select(0, e), nullptr, g2, ex_);
-    // [gate | up] = g2 split along the last dim; a = gelu_tanh(gate) · up
-    ops::copy(g2.slice(1, 0, I), a, ex_);
-    ops::copy(g2.slice(1, I, 2 * I), up, ex_);
-    gelu_gate(a, up);
-    ops::linear(a, lw.experts_down_proj.select(0, e), nullptr, out, ex_);
-    ops::index_add(acc, idx, out, &wts, ex_);  // acc[tok] += w · out, in token order
+    // A token picks an expert at most once, so an expert has at most T rows; slices of T keep the buffers
+    // in bounds whatever the routing holds (a measuring pass routes every row to expert 0).
+    for (int64_t s0 = expert_start[size_t(e)]; s0 < expert_start[size_t(e) + 1]; s0 += T) {
+      const int64_t n = std::min(T, expert_start[size_t(e) + 1] - s0);
+      Tensor in = rows_in.slice(0, 0, n), g2 = gu.slice(0, 0, n), a = act.slice(0, 0, n), out = rows_out.slice(0, 0, n);
+      Tensor up = up_rows.slice(0, 0, n), idx = tok_ids.slice(0, s0, s0 + n), wts = tok_w.slice(0, s0, s0 + n);
+      ops::embedding(e_in, idx, in, 1.0f, st.ex);  // gather the routed tokens' rows: [n, H]
+      ops::linear(in, lw.experts_gate_up_proj.select(0, e), nullptr, g2, st.ex);
+      // [gate | up] = g2 split along the last dim; a = gelu_tanh(gate) · up
+      ops::copy(g2.slice(1, 0, I), a, st.ex);
+      ops::copy(g2.slice(1, I, 2 * I), up, st.ex);
+      gelu_gate(st.ex, a, up);
+      ops::linear(a, lw.experts_down_proj.select(0, e), nullptr, out, st.ex);
+      ops::index_add(acc, idx, out, &wts, st.ex);  // acc[tok] += w · out, in token order
+    }
   }
 }
 

@@ -44,8 +44,9 @@ struct TextWeights {
 void visit_weights(const TextConfig& cfg, TextWeights& w, const WeightScope& s);
 
 // A session's decoder state: one cache per layer that owns one (reuse layers have none), the position,
-// the bidirectional block counter, and the activation arena.
+// the bidirectional block counter, the activation arena, and the device its ops run on.
 struct DecoderState {
+  Exec ex;
   std::vector<runtime::LayerKvCache> caches;  // indexed by layer (empty for reuse layers)
   int64_t position = 0;
   int32_t next_block = 0;   // session-wide id of the next bidirectional block
@@ -92,7 +93,7 @@ class TextDecoder {
   void attention_block(DecoderState& st, int64_t l, Tensor& x, const Tensor& positions, const Tensor* blocks,
                        int64_t T) const;
   void feed_forward_block(DecoderState& st, int64_t l, Tensor& x, int64_t T) const;
-  void gelu_gate(Tensor& g, const Tensor& u) const;
+  void gelu_gate(const Exec& ex, Tensor& g, const Tensor& u) const;
   void moe_block(DecoderState& st, int64_t l, const Tensor& residual, Tensor& m, int64_t T) const;
   // acc [T, H] = Σ_j w[t, j] · expert_{ids[t, j]}(e_in[t]), experts added per token in increasing id.
   // Gathered: every (token, slot) row through its expert on the device, no host sync (decode-sized T).
@@ -103,7 +104,9 @@ class TextDecoder {
                            const Tensor& top_i, Tensor& acc, int64_t T) const;
   // Host copy of ids with placeholders replaced by pad.
   void llm_ids(const int32_t* ids, int64_t T, int32_t* out) const;
-  size_t arena_bytes(int64_t T) const;
+  // Bytes of arena a chunk of T tokens needs: the high-water mark of a forward at that size run on the
+  // measuring backend (runtime/measure.h), nothing executed.
+  size_t measure_arena(int64_t T) const;
   // Bidirectional blocks apply to this layer (spec §3.7 / §5.4)?
   bool layer_uses_blocks(const LayerSpec& lc) const;
 

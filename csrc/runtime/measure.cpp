@@ -1,0 +1,41 @@
+#include "runtime/measure.h"
+
+namespace mb::runtime {
+
+namespace {
+
+class MeasureBackend final : public Backend {
+ public:
+  const char* name() const override { return "measure"; }
+  // Outputs are never produced: front doors must not read inputs on the host (index checks).
+  bool deferred() const override { return true; }
+  void linear(const Tensor&, const Tensor&, const Tensor*, Tensor&) const override {}
+  void linear_gathered(const Tensor&, const Tensor&, const Tensor&, Tensor&) const override {}
+  void embedding(const Tensor&, const Tensor&, Tensor&, float) const override {}
+  void topk(const Tensor&, int64_t, Tensor&, Tensor&) const override {}
+  void attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor*,
+                 const Tensor*, Tensor&, const ops::AttentionParams&) const override {}
+  void conv2d(const Tensor&, const Tensor&, const Tensor&, Tensor&, const ops::Conv2dParams&) const override {}
+  void depthwise_conv1d_causal(const Tensor&, const Tensor&, Tensor&) const override {}
+  void unary(const Tensor&, Tensor&, const ops::UnaryParams&) const override {}
+  void binary(const Tensor&, const Tensor&, Tensor&, ops::BinaryKind) const override {}
+  void route_weights(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) const override {}
+  void index_add(Tensor&, const Tensor&, const Tensor&, const Tensor*) const override {}
+  void rms_norm(const Tensor&, const Tensor&, float, Tensor&) const override {}
+  void layer_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor&) const override {}
+  void softmax(const Tensor&, Tensor&) const override {}
+  void avg_pool_indexed(const Tensor&, const Tensor&, float, Tensor&) const override {}
+  void rope(const Tensor&, const Tensor&, const Tensor&, Tensor&) const override {}
+  void rope_2d(const Tensor&, const Tensor&, const std::vector<float>&, Tensor&) const override {}
+  void copy(const Tensor&, Tensor&) const override {}
+  void concat(const std::vector<Tensor>&, int64_t, Tensor&) const override {}
+};
+
+}  // namespace
+
+const Backend& measure_backend() {
+  static const MeasureBackend instance;
+  return instance;
+}
+
+}  // namespace mb::runtime
