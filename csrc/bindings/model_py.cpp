@@ -74,6 +74,19 @@ void bind(py::module_& m) {
         return r;
       }, py::arg("ids"), py::arg("embeddings") = py::none(), py::arg("block_ids") = py::none(),
          "Runs a forward from an empty cache checking every op; the report of the first NaN / Inf.")
+      .def_property_readonly("has_vision", &Gemma4Model::has_vision)
+      .def("encode_image", [](const Gemma4Model& mdl, const py::object& pixels, const py::object& positions) {
+        Tensor px = as_tensor(pixels, "encode_image", "pixel_values");
+        Tensor pos = as_tensor(positions, "encode_image", "positions");
+        gemma4::VisionOutput out;
+        {
+          py::gil_scoped_release nogil;
+          out = mdl.encode_image(px, pos);
+        }
+        return py::make_tuple(tensor_to_numpy(out.pooled), tensor_to_numpy(out.soft));
+      }, py::arg("pixel_values"), py::arg("positions"),
+         "One image's patches (f32 [N, 3·patch²] in [0, 1], i32 [N, 2] positions) → (features before the "
+         "projection [n, D], soft tokens [n, hidden]).")
       .def("embed", [](const Gemma4Model& mdl, const Ids& ids) {
         const int64_t T = ids.size();
         Tensor out = Tensor::empty(DType::F32, {T, mdl.config().text_config.hidden_size});

@@ -1,5 +1,10 @@
 #include "runtime/measure.h"
 
+#include <memory>
+#include <string>
+
+#include "core/errors.h"
+
 namespace mb::runtime {
 
 namespace {
@@ -36,6 +41,21 @@ class MeasureBackend final : public Backend {
 const Backend& measure_backend() {
   static const MeasureBackend instance;
   return instance;
+}
+
+size_t measure_arena_bytes(FunctionRef<void(Arena& activations, Arena& outputs)> pass) {
+  // Address space only: 16 GiB to start, doubled while a pass runs out (nothing is committed).
+  for (size_t reserve = size_t(16) << 30;; reserve *= 2) {
+    std::unique_ptr<Arena> activations = Arena::address_space(reserve);
+    std::unique_ptr<Arena> outputs = Arena::address_space(reserve);
+    try {
+      pass(*activations, *outputs);
+    } catch (const MarkbaseError& e) {
+      if (std::string(e.what()).rfind("arena exhausted", 0) == 0 && reserve < (size_t(1) << 44)) continue;
+      throw;
+    }
+    return activations->high_water() + 4096;  // slack for alignment
+  }
 }
 
 }  // namespace mb::runtime

@@ -101,6 +101,10 @@ std::shared_ptr<Gemma4Model> Gemma4Model::load(const std::string& dir, const Loa
     s.ple_embed_scale = round_to_dtype(std::sqrt(double(t.hidden_size_per_layer_input)), tw.embed_tokens_per_layer.dtype());
   for (int64_t id : m->cfg_.placeholder_token_ids()) s.placeholder_ids.push_back(int32_t(id));
   m->text_ = std::make_unique<TextDecoder>(t, m->weights_.text, s, m->exec_);
+  if (m->weights_.vision) m->vision_ = std::make_unique<VisionTower>(*m->cfg_.vision_config, *m->weights_.vision, m->exec_);
+  if (m->weights_.unified_vision)
+    m->unified_vision_ =
+        std::make_unique<UnifiedVisionEmbedder>(*m->cfg_.unified_vision_config, *m->weights_.unified_vision, m->exec_);
 
   SpanCollector spans;
   visit_weights(m->cfg_, m->weights_, spans);
@@ -111,6 +115,13 @@ std::shared_ptr<Gemma4Model> Gemma4Model::load(const std::string& dir, const Loa
   const char* env = std::getenv("MARKBASE_CHECK_FINITE");
   m->check_finite_ = env && *env && std::strcmp(env, "0") != 0;
   return m;
+}
+
+VisionOutput Gemma4Model::encode_image(const Tensor& pixels, const Tensor& positions) const {
+  if (vision_) return vision_->encode(pixels, positions);
+  if (unified_vision_) return unified_vision_->encode(pixels, positions);
+  throw InputError(cat("this checkpoint (", cfg_.family(), ", ", dir_, ") has no vision encoder: its config.json has no "
+                       "vision_config, so it cannot take images or video"));
 }
 
 std::string Gemma4Model::weight_name(const Tensor& t) const {

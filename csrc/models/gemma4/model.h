@@ -51,6 +51,10 @@ class Gemma4Model {
   int64_t max_context() const { return max_context_; }
   const Exec& exec() const { return exec_; }
   const ModelWeights& weights() const { return weights_; }
+  // Encodes one image's patches (preprocess/image.py): the vision tower + embed_vision, or the 12B's
+  // embedder. InputError when the checkpoint has no vision part.
+  VisionOutput encode_image(const Tensor& pixels, const Tensor& positions) const;
+  bool has_vision() const { return vision_ || unified_vision_; }
   // The weight-table name of the weight tensor whose memory holds t's first element ("" if none: an
   // activation), for reports.
   std::string weight_name(const Tensor& t) const;
@@ -66,6 +70,8 @@ class Gemma4Model {
   io::Checkpoint ckpt_;  // the mappings every bound tensor views
   ModelWeights weights_;
   std::unique_ptr<TextDecoder> text_;
+  std::unique_ptr<VisionTower> vision_;
+  std::unique_ptr<UnifiedVisionEmbedder> unified_vision_;
   Exec exec_;
   int64_t max_context_ = 0;
   bool check_finite_ = false;

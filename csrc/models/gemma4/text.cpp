@@ -108,38 +108,31 @@ std::unique_ptr<DecoderState> TextDecoder::new_state(int64_t max_context) const 
   }
   st->chunk_capacity = settings_.max_chunk;
   // The largest of a full prefill chunk and a decode step (the MoE paths differ by size).
-  st->arena = std::make_unique<Arena>(std::max(measure_arena(settings_.max_chunk), measure_arena(1)));
+  st->arena_storage = std::make_unique<Arena>(std::max(measure_arena(settings_.max_chunk), measure_arena(1)));
+  st->arena = st->arena_storage.get();
   return st;
 }
 
 void TextDecoder::reserve_chunk(DecoderState& st, int64_t T) const {
   if (T <= st.chunk_capacity) return;
   for (auto& c : st.caches) c.reserve_chunk(T);
-  st.arena = std::make_unique<Arena>(std::max(measure_arena(T), st.arena->capacity()));
+  st.arena_storage = std::make_unique<Arena>(std::max(measure_arena(T), st.arena->capacity()));
+  st.arena = st.arena_storage.get();
   st.chunk_capacity = T;
 }
 
 size_t TextDecoder::measure_arena(int64_t T) const {
-  const int64_t V = cfg_.vocab_size;
-  // Address space only: 16 GiB to start, doubled while a pass runs out (nothing is committed).
-  for (size_t reserve = size_t(16) << 30;; reserve *= 2) {
+  return runtime::measure_arena_bytes([&](Arena& activations, Arena& outputs) {
     DecoderState m;
-    m.ex = Exec{&runtime::measure_backend(), false};
+    m.ex = runtime::measure_exec();
     m.caches.resize(cfg_.layers.size());
     for (const LayerSpec& lc : cfg_.layers)
       if (!lc.reuses_kv()) m.caches[size_t(lc.index)] = runtime::LayerKvCache::phantom(lc.num_key_value_heads, lc.head_dim);
-    m.arena = Arena::address_space(reserve);
-    std::unique_ptr<Arena> out = Arena::address_space(size_t(T * V) * sizeof(float) + 64);
-    Tensor logits = out->tensor(DType::F32, {T, V});
+    m.arena = &activations;
+    Tensor logits = outputs.tensor(DType::F32, {T, cfg_.vocab_size});
     std::vector<int32_t> ids(size_t(T), 0), blocks(size_t(T), 0);  // blocks: the path with block ids
-    try {
-      forward_chunk(m, nullptr, ids.data(), blocks.data(), T, true, logits);
-    } catch (const MarkbaseError& e) {
-      if (std::string(e.what()).rfind("arena exhausted", 0) == 0 && reserve < (size_t(1) << 44)) continue;
-      throw;
-    }
-    return m.arena->high_water() + 4096;  // slack for alignment
-  }
+    forward_chunk(m, nullptr, ids.data(), blocks.data(), T, true, logits);
+  });
 }
 
 void TextDecoder::llm_ids(const int32_t* ids, int64_t T, int32_t* out) const {

@@ -51,7 +51,8 @@ struct DecoderState {
   int64_t position = 0;
   int32_t next_block = 0;   // session-wide id of the next bidirectional block
   int64_t chunk_capacity = 0;  // the longest chunk the caches and arena are sized for
-  std::unique_ptr<Arena> arena;
+  Arena* arena = nullptr;               // the arena a forward allocates from: arena_storage's, or a measuring one
+  std::unique_ptr<Arena> arena_storage;
 };
 
 struct TextSettings {

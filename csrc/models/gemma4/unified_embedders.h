@@ -2,9 +2,12 @@
 // patches and a projection of raw 640-sample waveform frames. Their weights and names; the forward passes
 // land with the images and audio issues.
 #pragma once
+#include "core/arena.h"
 #include "core/tensor.h"
 #include "models/gemma4/config.h"
+#include "models/gemma4/vision.h"
 #include "models/gemma4/weights.h"
+#include "ops/exec.h"
 
 namespace mb::gemma4 {
 
@@ -25,5 +28,24 @@ struct UnifiedAudioWeights {
 // "model.vision_embedder.*", transformers renames them at load) and "model.embed_audio." ones.
 void visit_weights(const UnifiedVisionConfig& cfg, int64_t text_hidden, UnifiedVisionWeights& w, const WeightScope& s);
 void visit_weights(const UnifiedAudioConfig& cfg, int64_t text_hidden, UnifiedAudioWeights& w, const WeightScope& s);
+
+// The 12B's vision embedder (spec §5.2): merged 48-px patches → LayerNorm → dense → LayerNorm
+// → + factorized position embedding → LayerNorm → weightless RMSNorm → projection. No attention: each
+// patch is one soft token.
+class UnifiedVisionEmbedder {
+ public:
+  UnifiedVisionEmbedder(const UnifiedVisionConfig& cfg, const UnifiedVisionWeights& w, Exec exec);
+  // pixels: [n, 3·model_patch²] f32 in [0, 1]; positions: [n, 2] i32 (x, y) of the merged patches.
+  // out.pooled: the features before the projection [n, mm_embed_dim]; out.soft: [n, H_text].
+  VisionOutput encode(const Tensor& pixels, const Tensor& positions) const;
+
+ private:
+  void forward(Arena& A, const Exec& ex, const Tensor& pixels, const Tensor& positions, VisionOutput& out) const;
+
+  UnifiedVisionConfig cfg_;
+  UnifiedVisionWeights w_;
+  Exec ex_;
+  Tensor pos_x_, pos_y_;  // pos_embedding[:, 0, :] and [:, 1, :] as contiguous [mm_posemb_size, E] tables
+};
 
 }  // namespace mb::gemma4

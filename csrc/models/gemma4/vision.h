@@ -4,7 +4,9 @@
 #pragma once
 #include <vector>
 
+#include "core/arena.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 #include "models/gemma4/config.h"
 #include "models/gemma4/weights.h"
 
@@ -28,5 +30,36 @@ struct VisionWeights {
 // `tower` names "model.vision_tower." tensors; `embedder` names "model.embed_vision." ones.
 void visit_weights(const VisionConfig& cfg, int64_t text_hidden, VisionWeights& w, const WeightScope& tower,
                    const WeightScope& embedder);
+
+}  // namespace mb::gemma4
+
+namespace mb::gemma4 {
+
+// What encoding one image gives.
+struct VisionOutput {
+  Tensor pooled;  // [n, D] f32: pooled · sqrt(D), standardized on 26B/31B (transformers' vision_tower output)
+  Tensor soft;    // [n, H_text] f32: embed_vision(pooled), the soft tokens that replace the placeholders
+};
+
+// The vision tower and embed_vision (spec §3.2–3.6) over one image's real patches: the padding rows
+// transformers adds are masked keys and zero pooling inputs there, so leaving them out is exact.
+class VisionTower {
+ public:
+  VisionTower(const VisionConfig& cfg, const VisionWeights& w, Exec exec);
+
+  // pixels: [N, 3·patch²] f32 in [0, 1] (ProcessedImage.pixel_values); positions: [N, 2] i32 (x, y) of a
+  // full row-major patch grid whose sides are multiples of pooling_kernel_size. N / k² soft tokens.
+  VisionOutput encode(const Tensor& pixels, const Tensor& positions) const;
+
+ private:
+  // The whole forward on `ex` with activations from `A`; writes out.pooled and out.soft.
+  void forward(Arena& A, const Exec& ex, const Tensor& pixels, const Tensor& positions, VisionOutput& out) const;
+  void clippable(const Exec& ex, const ClippableLinear& l, Tensor& x, const Tensor& in, Tensor& out) const;
+
+  VisionConfig cfg_;
+  VisionWeights w_;
+  Exec ex_;
+  Tensor neg_std_bias_;  // −std_bias (standardize as x + (−b), exactly x − b)
+};
 
 }  // namespace mb::gemma4

@@ -1,0 +1,129 @@
+"""Video → sampled RGB frames with timestamps (spec §6).
+
+`load_video(src, num_frames=32, fps=None)` accepts a file path or bytes (decoded with PyAV: mp4, webm, mov
+and whatever else its FFmpeg reads), a list of images (anything `load_image` takes), or a numpy uint8 array
+[T, H, W, 3]. Frames are sampled as transformers' default sampler does: `num_frames` indices
+`arange(n) · total // n`, or, with `fps`, `max(1, int(total / video_fps · fps))` frames the same way.
+Unlike transformers, which refuses a video with fewer frames than asked, every frame is kept then. Each
+frame's timestamp is index / video fps (24 when the source does not say, as transformers assumes).
+Each frame then goes through the image path (preprocess/image.py) with the video budget (70 soft tokens
+per frame by default); transformers' video processor resizes with torchvision instead of Pillow, so its
+pixels can differ slightly from these.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._core import InputError
+from .image import load_image
+
+DEFAULT_FPS = 24.0  # what transformers assumes when a video carries no frame rate
+
+
+@dataclass
+class VideoFrames:
+    frames: list            # RGB PIL images, in time order
+    timestamps: list[float]  # seconds of each frame: index / fps
+    fps: float
+    total_frames: int
+    indices: list[int] = field(default_factory=list)
+
+
+def sample_indices(total: int, num_frames: int | None = 32, fps: float | None = None,
+                   video_fps: float | None = None) -> np.ndarray:
+    """transformers' default_sample_indices_fn, keeping every frame when fewer than asked exist."""
+    if total < 1:
+        raise InputError("video: no frames")
+    if fps is not None:
+        if fps <= 0:
+            raise InputError(f"video: fps must be > 0, got {fps}")
+        num_frames = max(1, int(total / (video_fps or DEFAULT_FPS) * fps))
+    if num_frames is None:
+        return np.arange(total)
+    if isinstance(num_frames, bool) or not isinstance(num_frames, (int, np.integer)) or num_frames < 1:
+        raise InputError(f"video: num_frames must be a positive integer, got {num_frames!r}")
+    n = min(int(num_frames), total)
+    return np.arange(n, dtype=np.int64) * total // n
+
+
+def timestamp(seconds: float) -> str:
+    """mm:ss as the Gemma 4 processor writes frame times."""
+    return f"{int(seconds // 60):02d}:{int(seconds % 60):02d}"
+
+
+def _decode(data_or_path, what: str, num_frames, fps) -> VideoFrames:
+    try:
+        import av
+    except ImportError as e:
+        raise InputError(f"{what}: decoding video files needs PyAV (pip install av): {e}") from None
+    src = io.BytesIO(data_or_path) if isinstance(data_or_path, (bytes, bytearray)) else data_or_path
+    try:
+        container = av.open(src)
+    except Exception as e:  # noqa: BLE001 - PyAV raises many types for bad input
+        raise InputError(f"{what}: not a video PyAV can read ({type(e).__name__}: {e})") from None
+    try:
+        if not container.streams.video:
+            raise InputError(f"{what}: the file has no video stream")
+        stream = container.streams.video[0]
+        rate = stream.average_rate or stream.guessed_rate
+        video_fps = float(rate) if rate else None
+        total = int(stream.frames or 0)
+        if total <= 0:  # the container does not say: count by decoding once
+            total = sum(1 for _ in container.decode(stream))
+            container.seek(0)
+        wanted = sample_indices(total, num_frames, fps, video_fps)
+        keep = {int(i): k for k, i in enumerate(wanted)}
+        frames: list = [None] * len(wanted)
+        for i, frame in enumerate(container.decode(stream)):
+            if i in keep:
+                frames[keep[i]] = frame.to_image().convert("RGB")
+            if i >= int(wanted[-1]):
+                break
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise InputError(f"{what}: the video does not decode ({type(e).__name__}: {e})") from None
+    finally:
+        container.close()
+    missing = [int(wanted[k]) for k, f in enumerate(frames) if f is None]
+    if missing:
+        raise InputError(f"{what}: frames {missing[:5]} could not be decoded (the file has fewer frames than it says)")
+    f = video_fps or DEFAULT_FPS
+    return VideoFrames(frames=frames, timestamps=[int(i) / f for i in wanted], fps=f, total_frames=total,
+                       indices=[int(i) for i in wanted])
+
+
+def load_video(src, num_frames: int | None = 32, fps: float | None = None, video_fps: float | None = None,
+               what: str = "video") -> VideoFrames:
+    """Sampled frames of a video file, bytes, list of images or [T, H, W, 3] uint8 array. video_fps: the frame
+    rate of a list or array (for timestamps; default 24)."""
+    if isinstance(src, (str, os.PathLike)):
+        path = os.fspath(src)
+        if not os.path.exists(path):
+            raise InputError(f"{what}: no such file {path!r}")
+        return _decode(path, f"{what} {path!r}", num_frames, fps)
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        if not len(src):
+            raise InputError(f"{what}: no video data (0 bytes)")
+        return _decode(bytes(src), what, num_frames, fps)
+    if isinstance(src, np.ndarray):
+        if src.ndim != 4 or src.shape[-1] not in (3, 4) or src.dtype != np.uint8:
+            raise InputError(f"{what}: a numpy video must be uint8 [T, H, W, 3], got {src.dtype} {src.shape}")
+        items = list(src)
+    elif isinstance(src, (list, tuple)):
+        items = list(src)
+    else:
+        raise InputError(f"{what}: expected a path, bytes, a list of images or a [T, H, W, 3] array, "
+                         f"got {type(src).__name__}")
+    if not items:
+        raise InputError(f"{what}: no frames")
+    wanted = sample_indices(len(items), num_frames, fps, video_fps)
+    frames = [load_image(items[int(i)], f"{what} frame {int(i)}") for i in wanted]
+    f = float(video_fps) if video_fps else DEFAULT_FPS
+    return VideoFrames(frames=frames, timestamps=[int(i) / f for i in wanted], fps=f, total_frames=len(items),
+                       indices=[int(i) for i in wanted])
