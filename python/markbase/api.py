@@ -67,11 +67,45 @@ class Session:
         when a sliding-window cache no longer holds what position n needs; then reset() instead."""
         return bool(self._s.truncate(int(n)))
 
-    def prefill(self, input_ids, all_logits: bool = False) -> np.ndarray:
+    def prefill(self, input_ids, all_logits: bool = False, images=None, videos=None,
+                max_soft_tokens: int | None = None) -> np.ndarray:
         """Runs the prompt; returns float32 logits of the last position [vocab] (or [T, vocab] with all_logits).
-        Non-finite logits raise NumericsError."""
+        images / videos (lists) fill, in order, the expanded placeholder runs the ids hold (each image's
+        `<|image>` + n × `<|image|>` + `<image|>`, as model.encode_prompt returns them); a count or length
+        mismatch is an InputError. Non-finite logits raise NumericsError."""
         ids = _as_ids(input_ids, self._model.config.text_config.vocab_size)
+        m = self._model
+        items = [m.media.image(src, max_soft_tokens, f"images[{i}]") for i, src in enumerate(images or [])]
+        items += [m.media.video(src, max_soft_tokens, what=f"videos[{i}]") for i, src in enumerate(videos or [])]
+        if items:  # without media, placeholder ids are embedded as pad, as transformers does
+            return self._prefill_media(ids, items, 0, all_logits)
         logits = self._s.prefill(ids, all_logits)
+        return logits if all_logits else logits[0]
+
+    def _prefill_media(self, ids: np.ndarray, items, offset: int, all_logits: bool) -> np.ndarray:
+        """Runs ids[offset:] (the session holds ids[:offset]) with the soft tokens of the media items filling
+        their placeholder runs (items in prompt order; images to image runs, videos to video runs; an
+        InputError on any mismatch). Only the items whose runs lie past offset are encoded."""
+        from .media import Placement, block_ids, place
+
+        m, cfg = self._model, self._model.config
+        full = place(ids, items, cfg.image_token_id, cfg.video_token_id)
+        tail = Placement([], [])
+        for item, rows in zip(full.items, full.rows):
+            if rows[-1][1] <= offset:
+                continue  # already in the cache
+            if rows[0][0] < offset:
+                raise InputError(f"a prefill from position {offset} would split a {item.kind}'s placeholder runs")
+            tail.items.append(item)
+            tail.rows.append(rows)
+        x = m._core.embed(ids[offset:])
+        for item, rows in zip(tail.items, tail.rows):
+            soft = m.media.encode(item)
+            k = 0
+            for s, e in rows:
+                x[s - offset:e - offset] = soft[k:k + (e - s)]
+                k += e - s
+        logits = self._s.prefill_embeds(x, ids[offset:], block_ids(len(ids), tail, offset), all_logits)
         return logits if all_logits else logits[0]
 
     def prefill_embeddings(self, embeddings, input_ids, block_ids=None, all_logits: bool = False) -> np.ndarray:
@@ -114,6 +148,7 @@ class Model:
         self.max_context = core_model.max_context
         self.validation = report
         self._tokenizer = None
+        self._media = None
 
     @property
     def check_finite(self) -> bool:
@@ -147,25 +182,70 @@ class Model:
         return generation_defaults(self.path, self.config)
 
     def encode_prompt(self, prompt_or_messages, system: str | None = None, **template_kwargs) -> list[int]:
-        """Token ids for a raw text prompt (one <bos> added) or chat messages (through the chat template)."""
+        """Token ids for a raw text prompt (one <bos> added) or chat messages (through the chat template).
+        Image and video parts are preprocessed to know their soft-token counts: each `<|image|>` comes back
+        expanded to `<|image>` + n × `<|image|>` + `<image|>` (video: a run per frame), as
+        `logits(ids, images=...)` and `Session.prefill(ids, images=...)` take them."""
+        return self._prompt(prompt_or_messages, system=system, **template_kwargs).ids
+
+    def _prompt(self, prompt_or_messages, system: str | None = None, **template_kwargs):
+        """A Prompt: the token ids and the preprocessed media items, in order."""
+        from .generate import Prompt
+        from .media import expand, media_parts
+
         tok = self.tokenizer
         if isinstance(prompt_or_messages, str):
             if not prompt_or_messages.strip():
                 raise InputError("the prompt is empty")
             if system is not None:
-                return self.encode_prompt([{"role": "system", "content": system},
-                                           {"role": "user", "content": prompt_or_messages}], **template_kwargs)
-            return tok.encode(prompt_or_messages, add_special_tokens=True)
+                return self._prompt([{"role": "system", "content": system},
+                                     {"role": "user", "content": prompt_or_messages}], **template_kwargs)
+            return Prompt(tok.encode(prompt_or_messages, add_special_tokens=True), [])
         messages = list(prompt_or_messages) if isinstance(prompt_or_messages, (list, tuple)) else prompt_or_messages
         if system is not None and isinstance(messages, list):
             messages = [{"role": "system", "content": system}] + messages
         text = tok.apply_chat_template(messages, add_generation_prompt=True, allowed_media=self.modalities,
                                        **template_kwargs)
-        for kind in ("image", "audio", "video"):
-            if f"<|{kind}|>" in text:
-                raise InputError(f"{kind} inputs are not supported by this markbase build yet (text only)")
+        if "<|audio|>" in text:
+            raise InputError("audio inputs are not supported by this markbase build yet")
+        items = [self.media.from_part(part, where) for where, part in media_parts(messages)]
+        if items or "<|image|>" in text or "<|video|>" in text:
+            text = expand(text, items, self._media_tokens())
         ids = tok.encode(text, add_special_tokens=False)
-        return ids if ids and ids[0] == tok.bos_id else [tok.bos_id] + ids
+        ids = ids if ids and ids[0] == tok.bos_id else [tok.bos_id] + ids
+        return Prompt(ids, items)
+
+    def _media_tokens(self) -> dict[str, str]:
+        """The token strings of the image / video placeholders and the image delimiters."""
+        tok, c = self.tokenizer, self.config
+        out = {}
+        for name, i in (("image", c.image_token_id), ("video", c.video_token_id), ("boi", c.boi_token_id),
+                        ("eoi", c.eoi_token_id)):
+            t = tok.id_to_token(i)
+            if t is None:
+                raise InputError(f"the tokenizer has no token for id {i} ({name}_token_id in config.json)")
+            out[name] = t
+        return out
+
+    @property
+    def media(self):
+        """The checkpoint's image / video preprocessing (markbase.media.MediaProcessor)."""
+        if self._media is None:
+            from .media import MediaProcessor
+
+            self._media = MediaProcessor(self)
+        return self._media
+
+    def encode_image(self, image, max_soft_tokens: int | None = None) -> np.ndarray:
+        """An image's soft tokens, float32 [n, hidden]: what replaces its placeholders in a prompt.
+        max_soft_tokens: the budget (70, 140, 280, 560 or 1120; default processor_config.json's or 280)."""
+        return self.media.encode(self.media.image(image, max_soft_tokens)).copy()
+
+    def encode_video(self, video, max_soft_tokens: int | None = None, num_frames: int | None = None,
+                     fps: float | None = None, video_fps: float | None = None) -> np.ndarray:
+        """A video's soft tokens, float32 [frames · n, hidden] (its sampled frames in order; 70 per frame by
+        default). video: a file path or bytes (PyAV), a list of images or a uint8 [T, H, W, 3] array."""
+        return self.media.encode(self.media.video(video, max_soft_tokens, num_frames, fps, video_fps)).copy()
 
     def generate(self, prompt_or_messages, *, max_new_tokens: int | None = None, temperature: float | None = None,
                  top_k: int | None = None, top_p: float | None = None, min_p: float | None = None,
@@ -182,14 +262,14 @@ class Model:
         from .generate import resolve_options, run_generation
 
         template_kwargs = {k: v for k, v in (("enable_thinking", enable_thinking), ("tools", tools)) if v is not None}
-        ids = self.encode_prompt(prompt_or_messages, system=system, **template_kwargs)
+        prompt = self._prompt(prompt_or_messages, system=system, **template_kwargs)
         opts = resolve_options(self.generation_defaults, max_new_tokens=max_new_tokens, temperature=temperature,
                                top_k=top_k, top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
                                presence_penalty=presence_penalty, frequency_penalty=frequency_penalty, seed=seed,
                                stop=stop)
-        if len(ids) >= self.max_context:
-            raise InputError(f"context limit: the prompt has {len(ids)} tokens, max_context is {self.max_context}")
-        gen = run_generation(self, self.session(), ids, opts)
+        if len(prompt.ids) >= self.max_context:
+            raise InputError(f"context limit: the prompt has {len(prompt.ids)} tokens, max_context is {self.max_context}")
+        gen = run_generation(self, self.session(), prompt, opts)
         if stream:
             return gen
         result = None
@@ -234,12 +314,14 @@ class Model:
             raise InputError(f"context limit: {len(ids)} tokens > max_context {self.max_context}")
         return self._core.trace_nonfinite(ids)
 
-    def logits(self, input_ids) -> np.ndarray:
-        """Full forward from an empty cache: float32 logits [T, vocab]."""
+    def logits(self, input_ids, images=None, videos=None, max_soft_tokens: int | None = None) -> np.ndarray:
+        """Full forward from an empty cache: float32 logits [T, vocab]. images / videos fill, in order, the
+        expanded placeholder runs input_ids hold (as encode_prompt returns them)."""
         ids = _as_ids(input_ids, self.config.text_config.vocab_size)
         if len(ids) > self.max_context:
             raise InputError(f"context limit: {len(ids)} tokens > max_context {self.max_context}")
-        return Session(self, max(len(ids), 1)).prefill(ids, all_logits=True)
+        return Session(self, max(len(ids), 1)).prefill(ids, all_logits=True, images=images, videos=videos,
+                                                         max_soft_tokens=max_soft_tokens)
 
     def __repr__(self) -> str:
         return f"markbase.Model({self.config.family}, {self.path!r}, device={self.device!r})"

@@ -31,6 +31,10 @@ class GenerationResult:
     decode_s: float = 0.0
     time_to_first_token_s: float = 0.0
     prefill_tokens: int = 0         # tokens actually prefilled (a chat turn reuses its cache)
+    media: list[str] = field(default_factory=list)        # "image" / "video" of each item the prompt holds
+    soft_tokens: list[int] = field(default_factory=list)  # soft tokens of each of those items
+    preprocess_s: float = 0.0       # image / video loading, resizing and patching (all items)
+    encode_s: float = 0.0           # vision encoder time (items encoded for this turn)
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -144,9 +148,37 @@ class _StopScanner:
         return out
 
 
-def run_generation(model, session, prompt_ids: list[int], opts: SamplingOptions, reuse_prefix: int = 0
+@dataclass
+class Prompt:
+    """Token ids with their media items (preprocessed images / videos, in prompt order)."""
+    ids: list[int]
+    media: list = field(default_factory=list)
+
+    def keys(self, image_id: int, video_id: int) -> list:
+        """Per position what the cache holds there: the token id, or (media content hash, row) for a soft
+        token, so a cached prefix is reused only where the same image sits."""
+        from .media import place
+
+        out: list = list(self.ids)
+        if self.media:
+            placement = place(np.asarray(self.ids), self.media, image_id, video_id)
+            for item, rows in zip(placement.items, placement.rows):
+                key = item.key
+                k = 0
+                for s, e in rows:
+                    for p in range(s, e):
+                        out[p] = (key, k)
+                        k += 1
+        return out
+
+
+def run_generation(model, session, prompt: "Prompt | list[int]", opts: SamplingOptions, reuse_prefix: int = 0
                    ) -> Iterator[str | GenerationResult]:
-    """Prefills prompt_ids[reuse_prefix:] into `session` (which already holds the prefix), then samples."""
+    """Prefills the prompt's ids[reuse_prefix:] into `session` (which already holds the prefix), with the
+    soft tokens of its media items placed there, then samples."""
+    if not isinstance(prompt, Prompt):
+        prompt = Prompt(list(prompt))
+    prompt_ids = prompt.ids
     tok = model.tokenizer
     sampler = _core.Sampler(temperature=float(opts.temperature), top_k=int(opts.top_k), top_p=float(opts.top_p),
                             min_p=float(opts.min_p), repetition_penalty=float(opts.repetition_penalty),
@@ -159,8 +191,14 @@ def run_generation(model, session, prompt_ids: list[int], opts: SamplingOptions,
     if session.position + len(new) >= session.max_context:
         raise InputError(f"context limit: the prompt needs {session.position + len(new)} of {session.max_context} "
                          f"positions and leaves no room to generate")
-    session.prefill(np.asarray(new, np.int32))
-    prefill_s = time.perf_counter() - t0
+    if prompt.media:
+        encode0 = sum(it.encode_s for it in prompt.media)
+        session._prefill_media(np.asarray(prompt_ids, np.int32), prompt.media, reuse_prefix, False)
+        encode_s = sum(it.encode_s for it in prompt.media) - encode0
+    else:
+        session.prefill(np.asarray(new, np.int32))
+        encode_s = 0.0
+    prefill_s = time.perf_counter() - t0 - encode_s
     stream = tok.stream()
     stops = _StopScanner(opts.stop)
     generated: list[int] = []
@@ -206,7 +244,9 @@ def run_generation(model, session, prompt_ids: list[int], opts: SamplingOptions,
     thinking, answer = split_thinking(raw_text)
     yield GenerationResult(text=answer, thinking=thinking, raw_text=raw_text, token_ids=generated,
                            prompt_tokens=len(prompt_ids), finish_reason=finish, stop=stop_hit, prefill_s=prefill_s,
-                           decode_s=decode_s, time_to_first_token_s=ttft, prefill_tokens=len(new))
+                           decode_s=decode_s, time_to_first_token_s=ttft, prefill_tokens=len(new),
+                           media=[it.kind for it in prompt.media], soft_tokens=[it.tokens for it in prompt.media],
+                           preprocess_s=sum(it.preprocess_s for it in prompt.media), encode_s=encode_s)
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -235,7 +275,7 @@ class Chat:
         self.template_kwargs = {k: options.pop(k) for k in ("enable_thinking", "tools") if k in options}
         self.options = options
         self.session = model.session()
-        self._fed: list[int] = []   # ids whose K/V the session holds
+        self._fed: list = []   # what the session's cache holds per position (Prompt.keys)
         self.last: GenerationResult | None = None
 
     def reset(self) -> None:
@@ -259,19 +299,21 @@ class Chat:
     def _turn(self, options: dict):
         model = self.model
         opts = resolve_options(model.generation_defaults, **options)
-        ids = model.encode_prompt(self.messages, **self.template_kwargs)  # as a fresh run tokenises it
-        reuse = min(_common_prefix(self._fed, ids), len(ids) - 1)
+        prompt = model._prompt(self.messages, **self.template_kwargs)  # as a fresh run tokenises it
+        ids = prompt.ids
+        keys = prompt.keys(model.config.image_token_id, model.config.video_token_id)
+        reuse = min(_common_prefix(self._fed, keys), len(ids) - 1)
         if reuse < self.session.position and not self.session.truncate(reuse):
             self.session.reset()
             reuse = 0
         result = None
-        for item in run_generation(model, self.session, ids, opts, reuse_prefix=reuse):
+        for item in run_generation(model, self.session, prompt, opts, reuse_prefix=reuse):
             result = item
             yield item
         generated = result.token_ids
         # Every generated token but the last went through the model (after eos, which `generated` leaves
         # out, all of them did); the next turn prefills whatever of its tokenisation the cache lacks.
-        self._fed = ids + (generated if result.finish_reason == "eos" else generated[:-1])
+        self._fed = keys + (generated if result.finish_reason == "eos" else generated[:-1])
         content = model.tokenizer.decode(generated)
         self.messages.append({"role": "assistant", "content": content if result.finish_reason != "stop"
                               else result.raw_text})

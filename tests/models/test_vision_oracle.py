@@ -1,0 +1,96 @@
+"""Images and video against transformers 5.23.0 on the five tiny oracle families (vision towers with every
+norm, clip bound, std buffer and scale perturbed; the 12B's patch embedder), on cpu and metal-sim.
+
+Tolerances: soft tokens and vision-tower output within 1e-5 relative (f32, max |Δ| / max |ref|; observed
+~5e-7); logits as the text oracle (1e-4); greedy tokens equal.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+import markbase as mb
+from oracle.families import FAMILIES
+from oracle.vision import BUDGET, GREEDY, build, images, processed, video
+
+DEVICES = mb.devices()
+
+
+@pytest.fixture(scope="module")
+def vision_refs(oracle):
+    return {f: np.load(build(d, f)) for f, d in oracle.items()}
+
+
+def rel_err(got, want):
+    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_image_features_match_transformers(vision_refs, load_model, family, device):
+    ref = vision_refs[family]
+    model = load_model(family, device=device)
+    vc = model.config.vision_config
+    for i, im in enumerate(images()):
+        p = processed(vc, model.config.is_unified, im)
+        pooled, soft = model._core.encode_image(p.pixel_values, p.positions)
+        assert soft.shape == ref[f"feat_soft_{i}"].shape
+        assert rel_err(pooled, ref[f"feat_pooled_{i}"]) <= 1e-5
+        assert rel_err(soft, ref[f"feat_soft_{i}"]) <= 1e-5
+        np.testing.assert_array_equal(model.encode_image(im, max_soft_tokens=BUDGET), soft)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logits_with_one_and_two_images(vision_refs, load_model, family, device):
+    ref = vision_refs[family]
+    model = load_model(family, device=device)
+    ims = images()
+    one = model.logits(ref["one_ids"], images=ims[:1], max_soft_tokens=BUDGET)
+    assert rel_err(one, ref["one_logits"]) <= 1e-4
+    two = model.logits(ref["two_ids"], images=ims, max_soft_tokens=BUDGET)
+    assert rel_err(two, ref["two_logits"]) <= 1e-4
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_greedy_after_two_images_matches_transformers_generate(vision_refs, load_model, family, device):
+    """Decode continues after a cached prefill holding both images (bidirectional blocks on 26B/31B/12B)."""
+    ref = vision_refs[family]
+    sess = load_model(family, device=device).session()
+    logits = sess.prefill(ref["two_ids"], images=images(), max_soft_tokens=BUDGET)
+    tokens = []
+    for _ in range(GREEDY):
+        tokens.append(int(np.argmax(logits)))
+        logits = sess.decode(tokens[-1])
+    np.testing.assert_array_equal(tokens, ref["greedy"])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_video_frames_match_transformers(vision_refs, load_model, family, device):
+    ref = vision_refs[family]
+    model = load_model(family, device=device)
+    got = model.logits(ref["vid_ids"], videos=[video()], max_soft_tokens=BUDGET)
+    assert rel_err(got, ref["vid_logits"]) <= 1e-4
+
+
+@pytest.mark.parametrize("family", ["31b", "12b"])
+def test_chunked_prefill_keeps_image_blocks_whole(vision_refs, load_model, family):
+    """A prefill chunk shorter than an image's run: the chunk grows to hold the whole block."""
+    ref = vision_refs[family]
+    got = load_model(family, prefill_chunk=7).logits(ref["two_ids"], images=images(), max_soft_tokens=BUDGET)
+    assert rel_err(got, ref["two_logits"]) <= 1e-4
+
+
+def test_image_count_and_run_mismatches_are_input_errors(vision_refs, load_model):
+    ref = vision_refs["e2b"]
+    model = load_model("e2b")
+    ims = images()
+    with pytest.raises(mb.InputError, match="image 1: the token ids hold no placeholder run"):
+        model.logits(ref["one_ids"], images=ims, max_soft_tokens=BUDGET)
+    with pytest.raises(mb.InputError, match="placeholder run.* no image fills"):
+        model.logits(ref["two_ids"], images=ims[:1], max_soft_tokens=BUDGET)
+    with pytest.raises(mb.InputError, match="placeholder run at position .* has .* tokens"):
+        model.logits(ref["one_ids"], images=ims[1:], max_soft_tokens=BUDGET)

@@ -1,0 +1,111 @@
+"""transformers references for images and video on the tiny oracle checkpoints (tests/oracle/families.py).
+
+The images are random uint8 arrays; markbase's own processor (equal to transformers' Pillow processor,
+tested separately) turns them into pixel_values, which transformers gets directly (its torchvision
+processors cannot run here). Stored per family as `vision-<VERSION>.npz` next to the checkpoints:
+  - `feat_*`: get_image_features for each image (vision tower output before the projection, soft tokens),
+  - `one_ids`/`one_logits`, `two_ids`/`two_logits`: logits for a prompt with one image and with two images
+    of different sizes (text before, between and after them),
+  - `greedy`: 32 greedy tokens of transformers' generate for the two-image prompt (decode after the
+    images: the cache path, with bidirectional image blocks on the "vision" families),
+  - `vid_ids`/`vid_logits`: a 3-frame video given as pixel_values_videos.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .families import TINY_MEDIA_IDS
+
+VERSION = "v1"
+BUDGET = 70           # soft tokens per image (the smallest budget keeps the tiny grids inside the position tables)
+GREEDY = 32
+IMAGE_SHAPES = [(80, 60), (60, 90)]  # (H, W): 27×21 and 18×30 patches of 4 px — different sizes and aspects
+VIDEO_FRAMES = 3
+
+
+def images() -> list[np.ndarray]:
+    rng = np.random.default_rng(500)
+    return [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in IMAGE_SHAPES]
+
+
+def video() -> np.ndarray:
+    rng = np.random.default_rng(501)
+    return rng.integers(0, 256, (VIDEO_FRAMES, 64, 80, 3), dtype=np.uint8)
+
+
+def processed(vision_config, unified: bool, image):
+    from markbase.preprocess import process_image
+
+    return process_image(image, max_soft_tokens=BUDGET, patch_size=vision_config.patch_size,
+                         pooling_kernel_size=vision_config.pooling_kernel_size, merge_patches=unified)
+
+
+def prompt(counts: list[int], kind: str = "image", seed: int = 0) -> np.ndarray:
+    """[bos] text ([boi] placeholder×n [eoi] text)… with a run per image (or video frame)."""
+    rng = np.random.default_rng(600 + seed)
+    m = TINY_MEDIA_IDS
+    place = m["image_token_id"] if kind == "image" else m["video_token_id"]
+    ids = [2] + list(rng.integers(3, 400, size=4))
+    for n in counts:
+        ids += [m["boi_token_id"]] + [place] * n + [m["eoi_token_id"]] + list(rng.integers(3, 400, size=3))
+    return np.array(ids, np.int64)
+
+
+def token_types(ids: np.ndarray) -> np.ndarray:
+    m = TINY_MEDIA_IDS
+    return np.where(ids == m["image_token_id"], 1, np.where(ids == m["video_token_id"], 2, 0)).astype(np.int64)
+
+
+def build(family_dir: str, family: str) -> str:
+    import torch
+    import transformers
+
+    out = os.path.join(family_dir, f"vision-{VERSION}.npz")
+    if os.path.exists(out):
+        return out
+    from markbase.models.gemma4 import load_config
+
+    ckpt = os.path.join(family_dir, "f32")
+    cfg = load_config(ckpt)
+    unified = cfg.is_unified
+    vc = cfg.vision_config
+    cls = transformers.Gemma4UnifiedForConditionalGeneration if unified else transformers.Gemma4ForConditionalGeneration
+    model = cls.from_pretrained(ckpt, dtype=torch.float32, attn_implementation="eager").eval()
+    rows = BUDGET if unified else BUDGET * vc.pooling_kernel_size ** 2
+    procs = [processed(vc, unified, im) for im in images()]
+    padded = [p.padded(rows) for p in procs]
+    pv = torch.tensor(np.stack([a for a, _ in padded]))
+    pos = torch.tensor(np.stack([b for _, b in padded]))
+    data: dict[str, np.ndarray] = {}
+    with torch.no_grad():
+        for i in range(len(procs)):
+            f = model.model.get_image_features(pv[i:i + 1], pos[i:i + 1])
+            n = procs[i].num_soft_tokens
+            hidden = f.last_hidden_state.reshape(-1, f.last_hidden_state.shape[-1])[:n]
+            data[f"feat_pooled_{i}"] = hidden.float().numpy()
+            data[f"feat_soft_{i}"] = f.pooler_output[0].float().numpy()
+        for name, idx in (("one", [0]), ("two", [0, 1])):
+            ids = prompt([procs[i].num_soft_tokens for i in idx], seed=len(idx))
+            t = torch.tensor(ids)[None]
+            kw = dict(pixel_values=pv[idx], image_position_ids=pos[idx], mm_token_type_ids=torch.tensor(token_types(ids))[None])
+            data[f"{name}_ids"] = ids
+            data[f"{name}_logits"] = model(t, **kw).logits[0].float().numpy()
+            if name == "two":
+                data["greedy"] = model.generate(t, max_new_tokens=GREEDY, do_sample=False, eos_token_id=None,
+                                                pad_token_id=0, **kw)[0, len(ids):].numpy()
+        frames = [processed(vc, unified, fr) for fr in video()]
+        vpad = [fr.padded(rows) for fr in frames]
+        vids = prompt([fr.num_soft_tokens for fr in frames], kind="video", seed=7)
+        vkw = dict(pixel_values_videos=torch.tensor(np.stack([a for a, _ in vpad])),
+                   video_position_ids=torch.tensor(np.stack([b for _, b in vpad])),
+                   num_frames_per_video=torch.tensor([len(frames)]),
+                   mm_token_type_ids=torch.tensor(token_types(vids))[None])
+        data["vid_ids"] = vids
+        data["vid_logits"] = model(torch.tensor(vids)[None], **vkw).logits[0].float().numpy()
+    tmp = out + ".tmp.npz"
+    np.savez(tmp, **data)
+    os.replace(tmp, out)
+    return out
