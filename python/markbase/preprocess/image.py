@@ -71,6 +71,9 @@ def _open_bytes(data: bytes, what: str):
         raise InputError(f"{what}: no image data (0 bytes)")
     try:
         img = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as e:  # header says far beyond MAX_PIXELS: nothing decoded
+        raise InputError(f"{what}: more megapixels than markbase decodes (MAX_PIXELS = {MAX_PIXELS / 1e6:.0f} "
+                         f"megapixels; {e})") from None
     except Exception as e:  # noqa: BLE001 - Pillow raises several types for undecodable data
         raise InputError(f"{what}: not an image Pillow can read ({type(e).__name__}: {e})") from None
     return img
@@ -118,7 +121,9 @@ def _bounded(img, what: str):
     if w * h <= MAX_PIXELS:
         return img
     if getattr(img, "format", None) == "JPEG":
-        scale = math.sqrt(MAX_PIXELS / (w * h))
+        # draft picks the largest 1/2, 1/4 or 1/8 reduction at least as large as asked: ask for half the
+        # side that fits, so what it gives fits
+        scale = math.sqrt(MAX_PIXELS / (w * h)) / 2
         img.draft("RGB", (max(1, int(w * scale)), max(1, int(h * scale))))
         if img.size[0] * img.size[1] <= MAX_PIXELS:
             return img

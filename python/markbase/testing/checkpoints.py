@@ -53,7 +53,7 @@ def tiny_config(family: str) -> dict:
     v = cfg.get("vision_config")
     if v and family != "12b":
         v.update(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-                 head_dim=16, position_embedding_size=64)
+                 head_dim=16, position_embedding_size=1536)  # room for any budget and aspect ratio
     elif v:
         v.update(mm_embed_dim=64, mm_posemb_size=64, output_proj_dims=64)
     a = cfg.get("audio_config")
