@@ -19,7 +19,7 @@ def test_version():
     assert r.returncode == 0 and mb.__version__ in r.stdout
 
 
-@pytest.mark.parametrize("cmd", ["run", "chat", "demo", "validate", "inspect", "devices"])
+@pytest.mark.parametrize("cmd", ["run", "chat", "demo", "validate", "inspect", "trace", "devices"])
 def test_help(cmd):
     r = run(cmd, "--help")
     assert r.returncode == 0 and "usage: markbase " + cmd in r.stdout
@@ -28,7 +28,8 @@ def test_help(cmd):
 def test_demo():
     r = run("demo", "--max-new-tokens", "8")
     assert r.returncode == 0, r.stderr
-    for stage in ("build synthetic checkpoint", "validate", "load", "prefill (text)", "decode (text)", "tok/s"):
+    for stage in ("build synthetic checkpoint", "validate", "load", "prefill (text)", "decode (text)", "tok/s",
+                  "image preprocess", "image encode", "prefill (image turn)", "decode (image turn)"):
         assert stage in r.stdout
 
 
@@ -37,6 +38,27 @@ def test_run_streams_answer(synthetic):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip()
     assert "decode 6 tok" in r.stderr and "finish: length" in r.stderr
+
+
+def test_run_with_images_and_a_video(synthetic, tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    paths = []
+    for i, (h, w) in enumerate([(100, 150), (64, 64)]):
+        p = tmp_path / f"im{i}.png"
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(p)
+        paths.append(str(p))
+    from references.media_files import mp4_file
+
+    video = mp4_file(tmp_path / "clip.mp4", frames=12)
+    r = run("run", "--model", synthetic("e2b"), "--prompt", "Describe", "--image", paths[0], "--image", paths[1],
+            "--video", video, "--max-soft-tokens", "70", "--max-new-tokens", "3", "-v")
+    assert r.returncode == 0, r.stderr
+    assert "3 media (image 60 tok, image 64 tok, video 756 tok)" in r.stderr and "encode" in r.stderr  # 12 frames × 63
+    bad = run("run", "--model", synthetic("e2b"), "--prompt", "x", "--image", str(tmp_path / "missing.png"))
+    assert bad.returncode == 1 and "cannot read" in bad.stderr
 
 
 def test_run_same_seed_same_output(synthetic):

@@ -1,7 +1,6 @@
 """Video: frame sampling as transformers' default sampler, the prompt text as the Gemma 4 processor's
 replace_video_token writes it (called here with its own code), decoding with PyAV, and bad input."""
 
-import io
 import types
 
 import numpy as np
@@ -11,26 +10,9 @@ import markbase as mb
 from markbase.media import MediaItem, expand
 from markbase.preprocess import load_video, process_image
 from markbase.preprocess.video import sample_indices
+from references.media_files import mp4_bytes
 
 TOKENS = {"image": "<|image|>", "video": "<|video|>", "boi": "<|image>", "eoi": "<image|>"}
-
-
-def mp4_bytes(frames: int, fps: int = 10, w: int = 64, h: int = 48) -> bytes:
-    import av
-
-    buf = io.BytesIO()
-    c = av.open(buf, "w", format="mp4")
-    s = c.add_stream("mpeg4", rate=fps)
-    s.width, s.height, s.pix_fmt = w, h, "yuv420p"
-    for i in range(frames):
-        img = np.zeros((h, w, 3), np.uint8)
-        img[:, : (i * 3) % w] = 200  # a bar that grows: frames differ
-        for p in s.encode(__import__("av").VideoFrame.from_ndarray(img, format="rgb24")):
-            c.mux(p)
-    for p in s.encode():
-        c.mux(p)
-    c.close()
-    return buf.getvalue()
 
 
 @pytest.mark.parametrize("total, num, fps, video_fps", [(100, 32, None, None), (45, 8, None, None), (32, 32, None, None),
