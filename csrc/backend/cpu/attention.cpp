@@ -257,6 +257,7 @@ const char* attention_simd_name() { return attn_simd::kernels().name; }
 
 void attention_fast(const Tensor& qt, const Tensor& kt, const Tensor& vt, const Tensor& qpt, const Tensor& kpt,
                     const Tensor* qbt, const Tensor* kbt, Tensor& ot, const AttentionParams& p) {
+  if (attention_gemm_applies(qt, kt, kpt, qbt, p)) return attention_gemm(qt, kt, vt, ot, p);
   const AttentionView a(qt, kt, vt, qpt, kpt, qbt, kbt, ot);
   if (a.T == 0) return;
   const AttentionMask mask(p);

@@ -16,6 +16,12 @@ void attention_ref(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
 void attention_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
                     const Tensor* q_block, const Tensor* k_block, Tensor& out, const ops::AttentionParams& p);
 
+// The long-sequence path of attention_fast (attention_gemm.cpp): two GEMMs and a row softmax per head,
+// used when there are many queries and no key is masked for any of them (the vision tower).
+bool attention_gemm_applies(const Tensor& q, const Tensor& k, const Tensor& k_pos, const Tensor* q_block,
+                            const ops::AttentionParams& p);
+void attention_gemm(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, const ops::AttentionParams& p);
+
 // Which inner loops attention_fast uses on this CPU: "avx2" or "portable".
 const char* attention_simd_name();
 

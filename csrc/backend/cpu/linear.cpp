@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/simd.h"
 #include "core/thread_pool.h"
 
@@ -264,6 +265,19 @@ void linear_fast(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& o
     if (bbuf.size() < size_t(N)) bbuf.resize(size_t(N));
     for (int64_t n = 0; n < N; ++n) bbuf[size_t(n)] = load_any(*bias, n);
     bf = bbuf.data();
+  }
+  if (M > kMaxMR) {
+    // Prefill: the blocked GEMM (backend/cpu/gemm.h), into out directly when it is f32.
+    thread_local std::vector<float> cbuf;
+    float* c = out.data_as<float>();
+    if (out.dtype() != DType::F32) {
+      if (cbuf.size() < size_t(M * N)) cbuf.resize(size_t(M * N));
+      c = cbuf.data();
+    }
+    gemm(M, N, K, xf, K, GemmB{w.data(), w.dtype(), K, 1}, bf, c, N);
+    if (out.dtype() != DType::F32)
+      for (int64_t i = 0; i < M * N; ++i) store_f32(out.data_as<bf16_t>() + i, c[i]);
+    return;
   }
   const Problem p{xf, M, K, N, bf, out.data(), out.dtype()};
   dispatch_float(w.dtype(), [&](auto tag) { run_typed(p, w.data_as<const decltype(tag)>()); });

@@ -143,18 +143,23 @@ def make_checkpoint(directory: str | os.PathLike, family: str = "e2b", size: str
                     seed: int = 0, shard_bytes: int = 2 << 30, text_only: bool = False) -> str:
     """Writes a synthetic Gemma 4 checkpoint directory and returns its path.
 
-    family: e2b, e4b, 26b, 31b or 12b; size: "tiny" or "real" (released shapes); dtype: bf16, f32 or f16;
+    family: e2b, e4b, 26b, 31b or 12b; size: "tiny", "real" (released shapes) or "encoders" (a tiny text
+    model with the released vision / audio encoders: encoder benchmarks); dtype: bf16, f32 or f16;
     text_only: leave out the vision / audio parts (a text-only benchmark checkpoint).
     """
     if family not in FAMILIES:
         raise InputError(f"make_checkpoint: family must be one of {', '.join(FAMILIES)}, got {family!r}")
-    if size not in ("tiny", "real"):
-        raise InputError(f"make_checkpoint: size must be 'tiny' or 'real', got {size!r}")
+    if size not in ("tiny", "real", "encoders"):
+        raise InputError(f"make_checkpoint: size must be 'tiny', 'real' or 'encoders', got {size!r}")
     if dtype not in _ST_DTYPES:
         raise InputError(f"make_checkpoint: dtype must be bf16, f32 or f16, got {dtype!r}")
     d = os.fspath(directory)
     os.makedirs(d, exist_ok=True)
-    cfg = tiny_config(family) if size == "tiny" else copy.deepcopy(RELEASED[FAMILIES[family]])
+    cfg = copy.deepcopy(RELEASED[FAMILIES[family]]) if size == "real" else tiny_config(family)
+    if size == "encoders":
+        released = RELEASED[FAMILIES[family]]
+        cfg["vision_config"] = copy.deepcopy(released.get("vision_config"))
+        cfg["audio_config"] = copy.deepcopy(released.get("audio_config"))
     unified = cfg["model_type"] == "gemma4_unified"
     if text_only:
         cfg["vision_config"] = None

@@ -1,0 +1,29 @@
+// A blocked GEMM for the CPU fast kernels: C[m, n] = Σ_k A[m, k] · B[n, k] (+ bias[n]), f32 accumulation.
+//
+// Outer-product micro-kernels (BLIS style): B is packed into panels of kNR columns (converted to f32 from
+// its storage type as it is packed), A rows are broadcast from where they are, and an MR × kNR block of
+// C lives in registers across a kc-long slice of k. Each output is summed sequentially in k (one FMA
+// per step; C carries the running sum from one k slice to the next), so the result does not depend on
+// the blocking or on the number of threads.
+//
+// Used by linear_fast for more than a few rows, and by the attention kernel's long-sequence path.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace mb::cpu {
+
+// B[n, k] at data + n·stride_n + k·stride_k (elements), f32 / bf16 / f16.
+struct GemmB {
+  const void* data;
+  DType dtype;
+  int64_t stride_n, stride_k;
+};
+
+// A: [M, K] f32 with row stride lda; C: [M, N] f32 with row stride ldc (written, not accumulated into).
+// bias: [N] f32 or null. parallel: spread the work over the thread pool (false inside a parallel region).
+void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const GemmB& B, const float* bias, float* C,
+          int64_t ldc, bool parallel = true);
+
+}  // namespace mb::cpu
