@@ -93,30 +93,41 @@ void attention_gemm(const Tensor& qt, const Tensor& kt, const Tensor& vt, Tensor
   const float* k = kt.data_as<const float>();
   const float* v = vt.data_as<const float>();
   float* out = ot.data_as<float>();
-  const int64_t bq = std::clamp<int64_t>(kLogitBytes / (4 * S), 1, T);
-  thread_local std::vector<float> logit_store;  // [bq, S], reused across calls
-  if (logit_store.size() < size_t(bq * S)) logit_store.resize(size_t(bq * S));
-  float* const logits = logit_store.data();  // (workers see their own thread_local: pass the pointer)
-  for (int64_t h = 0; h < Hq; ++h) {
-    const int64_t kvh = h / G;
-    const GemmB keys{k + kvh * kt.stride(1), DType::F32, kt.stride(0), 1};
-    const GemmB values{v + kvh * vt.stride(1), DType::F32, 1, vt.stride(0)};  // B[n = dim, k = key]
-    for (int64_t t0 = 0; t0 < T; t0 += bq) {
-      const int64_t n = std::min(bq, T - t0);
-      // logits[t, s] = q[t0 + t, h] · k[s, kvh]
-      gemm(n, S, d, q + (t0 * Hq + h) * d, Hq * d, keys, nullptr, logits, S);
-      parallel_for(n, std::max<int64_t>(1, 8192 / S), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          float* row = logits + r * S;
-          if (p.scale != 1.f || p.softcap > 0.f)
-            for (int64_t s = 0; s < S; ++s) row[s] = attention_logit(row[s], p.scale, p.softcap);
-          softmax_row(row, S);
-        }
-      });
-      // out[t0 + t, h] = Σ_s P[t, s] · v[s, kvh]
-      gemm(n, d, S, logits, S, values, nullptr, out + (t0 * Hq + h) * d, Hq * d);
+  // Every kv head's K (B = keys × dims) and V (B = dims × keys) packed once for all its query blocks.
+  const int64_t k_size = packed_b_size(S, d), v_size = packed_b_size(d, S);
+  thread_local std::vector<float> pack_store;
+  if (pack_store.size() < size_t(Hkv * (k_size + v_size))) pack_store.resize(size_t(Hkv * (k_size + v_size)));
+  float* const packs = pack_store.data();
+  parallel_for(2 * Hkv, 1, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      const int64_t kvh = j / 2;
+      if (j % 2 == 0) pack_gemm_b(GemmB{k + kvh * kt.stride(1), DType::F32, kt.stride(0), 1}, S, d, packs + kvh * (k_size + v_size));
+      else pack_gemm_b(GemmB{v + kvh * vt.stride(1), DType::F32, 1, vt.stride(0)}, d, S, packs + kvh * (k_size + v_size) + k_size);
     }
-  }
+  });
+  // Work items: (head, block of bq queries), each on one thread with its logits [bq, S] kept in that
+  // core's cache (54 × 2304 floats = 0.5 MB at the vision tower's default size).
+  const int64_t bq = std::clamp<int64_t>(kLogitBytes / 64 / (4 * S) / 6 * 6, 6, 96);
+  const int64_t blocks = (T + bq - 1) / bq;
+  parallel_for(Hq * blocks, 1, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> logit_store;
+    if (logit_store.size() < size_t(bq * S)) logit_store.resize(size_t(bq * S));
+    float* const logits = logit_store.data();
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t h = item / blocks, t0 = (item % blocks) * bq, n = std::min(bq, T - t0), kvh = h / G;
+      const float* kp = packs + kvh * (k_size + v_size);
+      // logits[t, s] = q[t0 + t, h] · k[s, kvh]
+      gemm_prepacked(n, S, d, q + (t0 * Hq + h) * d, Hq * d, kp, nullptr, logits, S, /*parallel=*/false);
+      for (int64_t r = 0; r < n; ++r) {
+        float* row = logits + r * S;
+        if (p.scale != 1.f || p.softcap > 0.f)
+          for (int64_t s = 0; s < S; ++s) row[s] = attention_logit(row[s], p.scale, p.softcap);
+        softmax_row(row, S);
+      }
+      // out[t0 + t, h] = Σ_s P[t, s] · v[s, kvh]
+      gemm_prepacked(n, d, S, logits, S, kp + k_size, nullptr, out + (t0 * Hq + h) * d, Hq * d, /*parallel=*/false);
+    }
+  });
 }
 
 }  // namespace mb::cpu

@@ -125,14 +125,20 @@ void pack(const GemmB& B, int64_t n0, int64_t nc, int64_t k0, int64_t kc, float*
   dispatch_float(B.dtype, [&](auto tag) { pack_b<decltype(tag)>(B, n0, nc, k0, kc, out); });
 }
 
-// One task: rows [m0, m0 + mc) × columns [n0, n0 + nc) of C over all of k.
-void run_task(int64_t m0, int64_t mc, int64_t n0, int64_t nc, int64_t K, const float* A, int64_t lda, const GemmB& B,
-              const float* bias, float* C, int64_t ldc) {
+int64_t padded_n(int64_t N) { return (N + kNR - 1) / kNR * kNR; }
+
+// One task: rows [m0, m0 + mc) × columns [n0, n0 + nc) of C over all of k. B comes packed (prepacked:
+// the layout pack_gemm_b writes, n0 a multiple of kNR) or is packed here.
+void run_task(int64_t m0, int64_t mc, int64_t n0, int64_t nc, int64_t K, const float* A, int64_t lda, const GemmB* B,
+              const float* prepacked, int64_t N, const float* bias, float* C, int64_t ldc) {
   // This thread's B slice, reused across calls; 64-byte aligned so no vector load splits a cache line.
   thread_local std::vector<float> packed_store;
   const int64_t panels = (nc + kNR - 1) / kNR;
-  if (packed_store.size() < size_t(panels * kKC * kNR + 16)) packed_store.resize(size_t(panels * kKC * kNR + 16));
-  float* const packed = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(packed_store.data()) + 63) & ~uintptr_t(63));
+  if (!prepacked && packed_store.size() < size_t(panels * kKC * kNR + 16))
+    packed_store.resize(size_t(panels * kKC * kNR + 16));
+  float* const packed =
+      prepacked ? nullptr
+                : reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(packed_store.data()) + 63) & ~uintptr_t(63));
   const MicroFn mk = micro();
   alignas(64) float edge[kMR * kNR];  // a partial tile's C, kNR wide
   // The task's A rows for one k slice, packed as slivers of kMR rows, k-major (zero rows past the last).
@@ -147,7 +153,9 @@ void run_task(int64_t m0, int64_t mc, int64_t n0, int64_t nc, int64_t K, const f
       for (int64_t i = 0; i < mc; ++i) std::fill(C + (m0 + i) * ldc + n0, C + (m0 + i) * ldc + n0 + nc, 0.f);
       break;
     }
-    pack(B, n0, nc, k0, kc, packed);
+    const float* panels_of_slice = packed;
+    if (prepacked) panels_of_slice = prepacked + k0 * padded_n(N) + (n0 / kNR) * kc * kNR;
+    else pack(*B, n0, nc, k0, kc, packed);
     for (int64_t s = 0; s < slivers; ++s) {
       const int mr = int(std::min<int64_t>(kMR, mc - s * kMR));
       const float* a = A + (m0 + s * kMR) * lda + k0;
@@ -159,7 +167,7 @@ void run_task(int64_t m0, int64_t mc, int64_t n0, int64_t nc, int64_t K, const f
     for (int64_t p = 0; p < panels; ++p) {
       const int64_t col = n0 + p * kNR;
       const int nr = int(std::min<int64_t>(kNR, n0 + nc - col));
-      const float* bp = packed + p * kc * kNR;
+      const float* bp = panels_of_slice + p * kc * kNR;
       for (int64_t s = 0; s < slivers; ++s) {
         const int mr = int(std::min<int64_t>(kMR, mc - s * kMR));
         float* c = C + (m0 + s * kMR) * ldc + col;
@@ -184,14 +192,16 @@ void run_task(int64_t m0, int64_t mc, int64_t n0, int64_t nc, int64_t K, const f
 
 }  // namespace
 
-void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const GemmB& B, const float* bias, float* C,
-          int64_t ldc, bool parallel) {
+namespace {
+
+void run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const GemmB* B, const float* prepacked,
+         const float* bias, float* C, int64_t ldc, bool parallel) {
   if (M <= 0 || N <= 0) return;
   const int64_t mb = (M + kMC - 1) / kMC, nb = (N + kNC - 1) / kNC;
   auto task = [&](int64_t t) {
     const int64_t bi = t / nb, bj = t % nb;
     const int64_t m0 = bi * kMC, n0 = bj * kNC;
-    run_task(m0, std::min(kMC, M - m0), n0, std::min(kNC, N - n0), K, A, lda, B, bias, C, ldc);
+    run_task(m0, std::min(kMC, M - m0), n0, std::min(kNC, N - n0), K, A, lda, B, prepacked, N, bias, C, ldc);
   };
   if (!parallel) {
     for (int64_t t = 0; t < mb * nb; ++t) task(t);
@@ -200,6 +210,25 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const Ge
   parallel_for(mb * nb, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) task(t);
   });
+}
+
+}  // namespace
+
+void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const GemmB& B, const float* bias, float* C,
+          int64_t ldc, bool parallel) {
+  run(M, N, K, A, lda, &B, nullptr, bias, C, ldc, parallel);
+}
+
+int64_t packed_b_size(int64_t N, int64_t K) { return padded_n(N) * std::max<int64_t>(K, 1); }
+
+// Slice by slice of kKC along k, every panel of the slice: the layout run_task reads.
+void pack_gemm_b(const GemmB& B, int64_t N, int64_t K, float* packed) {
+  for (int64_t k0 = 0; k0 < K; k0 += kKC) pack(B, 0, N, k0, std::min(kKC, K - k0), packed + k0 * padded_n(N));
+}
+
+void gemm_prepacked(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* packed_b,
+                    const float* bias, float* C, int64_t ldc, bool parallel) {
+  run(M, N, K, A, lda, nullptr, packed_b, bias, C, ldc, parallel);
 }
 
 }  // namespace mb::cpu

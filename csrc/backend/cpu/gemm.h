@@ -26,4 +26,11 @@ struct GemmB {
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const GemmB& B, const float* bias, float* C,
           int64_t ldc, bool parallel = true);
 
+// B packed once for several products with the same B (attention's K and V of one head): packed_b_size(N, K)
+// floats, filled by pack_gemm_b and read by gemm_prepacked in place of B.
+int64_t packed_b_size(int64_t N, int64_t K);
+void pack_gemm_b(const GemmB& B, int64_t N, int64_t K, float* packed);
+void gemm_prepacked(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* packed_b,
+                    const float* bias, float* C, int64_t ldc, bool parallel = true);
+
 }  // namespace mb::cpu
