@@ -200,32 +200,12 @@ def cmd_demo(args) -> int:
         t = time.perf_counter()
         model = markbase.load(d)
         rows.append(("load", f"{time.perf_counter() - t:.2f} s", f"device {model.device}"))
-        print(f"user> {args.prompt}")
-        sys.stdout.write("model> ")
-        result = _print_stream(model.generate([{"role": "user", "content": args.prompt}],
-                                              max_new_tokens=args.max_new_tokens, seed=args.seed, stream=True))
-        sys.stdout.write("\n\n")
-        rows.append(("prefill (text)", f"{result.prefill_s * 1000:.1f} ms",
-                     f"{result.prefill_tokens} tok, {result.prefill_tokens_per_s:.1f} tok/s"))
-        rows.append(("first token", f"{result.time_to_first_token_s * 1000:.1f} ms", ""))
-        rows.append(("decode (text)", f"{result.decode_s * 1000:.1f} ms",
-                     f"{len(result.token_ids)} tok, {result.decode_tokens_per_s:.1f} tok/s ({result.finish_reason})"))
+        rows += _demo_turn(model, args, "text", args.prompt, args.prompt)
         if "image" in model.modalities:
             image = _demo_image()
             prompt = "What is in this picture?"
-            print(f"user> [image {image.shape[1]}×{image.shape[0]}] {prompt}")
-            sys.stdout.write("model> ")
-            result = _print_stream(model.generate(
-                [{"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": prompt}]}],
-                max_new_tokens=args.max_new_tokens, seed=args.seed, stream=True))
-            sys.stdout.write("\n\n")
-            rows.append(("image preprocess", f"{result.preprocess_s * 1000:.1f} ms",
-                         f"{image.shape[1]}×{image.shape[0]} → {result.soft_tokens[0]} soft tokens"))
-            rows.append(("image encode", f"{result.encode_s * 1000:.1f} ms", "vision tower + embed_vision"))
-            rows.append(("prefill (image turn)", f"{result.prefill_s * 1000:.1f} ms",
-                         f"{result.prefill_tokens} tok, {result.prefill_tokens_per_s:.1f} tok/s"))
-            rows.append(("decode (image turn)", f"{result.decode_s * 1000:.1f} ms",
-                         f"{len(result.token_ids)} tok, {result.decode_tokens_per_s:.1f} tok/s ({result.finish_reason})"))
+            rows += _demo_turn(model, args, "image turn", f"[image {image.shape[1]}×{image.shape[0]}] {prompt}",
+                               [{"type": "image", "image": image}, {"type": "text", "text": prompt}])
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     print(f"{'stage':<{w0}}  {'time':>{w1}}  detail")
@@ -233,6 +213,26 @@ def cmd_demo(args) -> int:
         print(f"{stage:<{w0}}  {tm:>{w1}}  {detail}")
     print("(random weights: the text is noise; the numbers show the engine working end to end)")
     return 0
+
+
+def _demo_turn(model, args, label: str, shown: str, content) -> list[tuple[str, str, str]]:
+    """Runs one chat turn of the demo, streaming it; the timing rows of its stages."""
+    print(f"user> {shown}")
+    sys.stdout.write("model> ")
+    result = _print_stream(model.generate([{"role": "user", "content": content}], max_new_tokens=args.max_new_tokens,
+                                          seed=args.seed, stream=True))
+    sys.stdout.write("\n\n")
+    rows = []
+    for kind, n in zip(result.media, result.soft_tokens):
+        rows.append((f"{kind} preprocess", f"{result.preprocess_s * 1000:.1f} ms", f"→ {n} soft tokens"))
+        rows.append((f"{kind} encode", f"{result.encode_s * 1000:.1f} ms", "encoder + embedder"))
+    rows.append((f"prefill ({label})", f"{result.prefill_s * 1000:.1f} ms",
+                 f"{result.prefill_tokens} tok, {result.prefill_tokens_per_s:.1f} tok/s"))
+    if not result.media:
+        rows.append(("first token", f"{result.time_to_first_token_s * 1000:.1f} ms", ""))
+    rows.append((f"decode ({label})", f"{result.decode_s * 1000:.1f} ms",
+                 f"{len(result.token_ids)} tok, {result.decode_tokens_per_s:.1f} tok/s ({result.finish_reason})"))
+    return rows
 
 
 def _demo_image():
