@@ -343,3 +343,48 @@ MB_ATTENTION_PREFILL_KERNEL(64, 2, 8)
 MB_ATTENTION_PREFILL_KERNEL(128, 4, 8)
 MB_ATTENTION_PREFILL_KERNEL(256, 8, 4)
 MB_ATTENTION_PREFILL_KERNEL(512, 16, 2)
+
+// ---- local attention with a relative-position key term (ops::local_attention, the audio conformer) ----
+// logit(t, h, j) = cap·tanh((q·k_j + q·rel[t−j]) / cap) over the W keys max(0, t−W+1) <= j <= t; softmax;
+// out = Σ p_j·v_j. A simdgroup owns one (query, head) row: lanes take elements e = lane + 32·i, the two
+// dot products are per-lane partials + simd_sum, and the W <= kLocalMaxWindow logits sit in each lane
+// (uniform values). Grid (ceil(T·H / 4)), 128 threads.
+// Bytes per call: reads T·H·d·4 (q) + T·H·n·3·d·4 (the k, rel and v rows of n <= W keys, mostly from
+// cache: DRAM traffic ≈ 3·T·H·d·4 + W·H·d·4), writes T·H·d·4 (out).
+kernel void local_attention_f32(DEVICE_PTR(const float) q [[buffer(0)]], DEVICE_PTR(const float) k [[buffer(1)]],
+                                DEVICE_PTR(const float) v [[buffer(2)]], DEVICE_PTR(const float) rel [[buffer(3)]],
+                                DEVICE_PTR(float) out [[buffer(4)]], constant LocalAttentionArgs& args [[buffer(5)]],
+                                MB_THREAD_POSITION) {
+  const uint row = tgid.x * kSimdgroups + simd_group;  // uniform within a simdgroup
+  if (row >= args.t * args.h) return;
+  const uint t = row / args.h, h = row - t * args.h, d = args.d;
+  const uint first = t + 1 > args.w ? t + 1 - args.w : 0, n = t - first + 1;
+  DEVICE_PTR(const float) qr = q + long(row) * long(d);
+  float w[kLocalMaxWindow];
+  float m = 0.0f;
+  for (uint i = 0; i < n; ++i) {
+    const uint j = first + i;
+    DEVICE_PTR(const float) kr = k + long(j * args.h + h) * long(d);
+    DEVICE_PTR(const float) rr = rel + long((t - j) * args.h + h) * long(d);
+    float ac = 0.0f, bd = 0.0f;
+    for (uint e = simd_lane; e < d; e += kSimdWidth) {
+      ac += qr[e] * kr[e];
+      bd += qr[e] * rr[e];
+    }
+    const float x = simd_sum(ac) + simd_sum(bd);
+    w[i] = args.softcap > 0.0f ? args.softcap * precise::tanh(x / args.softcap) : x;
+    m = i == 0 ? w[i] : nan_max(m, w[i]);
+  }
+  float sum = 0.0f;
+  for (uint i = 0; i < n; ++i) {
+    w[i] = precise::exp(w[i] - m);
+    sum += w[i];
+  }
+  const float inv = 1.0f / sum;
+  for (uint e = simd_lane; e < d; e += kSimdWidth) {
+    float acc = 0.0f;
+    for (uint i = 0; i < n; ++i) acc += (w[i] * inv) * v[long((first + i) * args.h + h) * long(d) + e];
+    out[long(row) * long(d) + e] = acc;
+  }
+}
+MB_REGISTER_KERNEL(local_attention_f32)

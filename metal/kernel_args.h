@@ -197,3 +197,10 @@ struct AttentionMergeArgs {
   mb_u32 d;
   mb_u32 n_chunks;
 };
+
+// local_attention (ops::local_attention): q, k, v, out [t, h, d], rel [w, h, d], all contiguous f32.
+enum LocalAttentionLimits : mb_u32 { kLocalMaxWindow = 64 };  // logits of a row kept per thread
+struct LocalAttentionArgs {
+  mb_u32 t, h, d, w;
+  float softcap;  // 0 = no cap
+};

@@ -16,6 +16,9 @@ void Backend::attention(const Tensor&, const Tensor&, const Tensor&, const Tenso
                         const Tensor*, Tensor&, const ops::AttentionParams&) const {
   no_kernel("attention");
 }
+void Backend::local_attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float, Tensor&) const {
+  no_kernel("local_attention");
+}
 void Backend::conv2d(const Tensor&, const Tensor&, const Tensor&, Tensor&, const ops::Conv2dParams&) const {
   no_kernel("conv2d");
 }

@@ -45,6 +45,8 @@ class Backend {
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
                          const Tensor& k_pos, const Tensor* q_block, const Tensor* k_block, Tensor& out,
                          const ops::AttentionParams& p) const;
+  virtual void local_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel, float softcap,
+                               Tensor& out) const;
   // conv (ops/conv.h)
   virtual void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out,
                       const ops::Conv2dParams& p) const;

@@ -1,4 +1,4 @@
-// markbase._core.ops: attention (ops/attention.h).
+// markbase._core.ops: attention, local_attention (ops/attention.h).
 #include "backend/cpu/attention.h"
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
@@ -44,6 +44,23 @@ void bind(py::module_& m) {
         "(k_pos <= q_pos if causal, or same block) and k_pos > q_pos - window (window 0 = unlimited); with "
         "block_overrides_window the same block also bypasses the window (unified 12B). GQA: head h reads kv "
         "head h // (Hq / Hkv). Rows with no allowed key are zeros.");
+  m.def("local_attention",
+        [](const py::object& qo, const py::object& ko, const py::object& vo, const py::object& ro, float softcap,
+           const py::object& out, const std::string& device, bool reference) {
+          const char* op = "local_attention";
+          Tensor q = as_tensor(qo, op, "q");
+          Tensor k = as_tensor(ko, op, "k");
+          Tensor v = as_tensor(vo, op, "v");
+          Tensor rel = as_tensor(ro, op, "rel");
+          Tensor y = out_or_empty(out, op, DType::F32, q.shape());
+          run_ops(device, reference, [&](const Exec& ex) { ops::local_attention(q, k, v, rel, softcap, y, ex); });
+          return y;
+        },
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("rel"), py::kw_only(), py::arg("softcap") = 0.0f,
+        py::arg("out") = py::none(), py::arg("device") = "cpu", py::arg("reference") = false,
+        "Causal local attention with a relative-position key term (the audio conformer): q, k, v [T, H, d], "
+        "rel [W, H, d] f32. Query t attends keys max(0, t-W+1) <= j <= t with logits "
+        "softcap·tanh((q·k_j + q·rel[t-j]) / softcap) (no cap when softcap = 0), f32 softmax.");
   m.def("_attention_simd", [] { return std::string(cpu::attention_simd_name()); },
         "Inner loops of the fast CPU attention kernel: 'avx2' or 'portable' (MARKBASE_ATTENTION_SIMD=portable forces it).");
 }

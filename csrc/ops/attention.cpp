@@ -68,4 +68,28 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
   });
 }
 
+void local_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel, float softcap, Tensor& out,
+                     const Exec& ex) {
+  Check c{"local_attention"};
+  for (const auto& [t, name] : {std::pair<const Tensor*, const char*>{&q, "q"}, {&k, "k"}, {&v, "v"}, {&rel, "rel"}}) {
+    c.rank(*t, name, 3);
+    c.dtype(*t, name, {DType::F32});
+    if (t->numel() > 0) c.contiguous(*t, name);
+  }
+  const int64_t T = q.size(0), H = q.size(1), d = q.size(2);
+  if (d < 1 || H < 1) c.fail(cat("q ", q.describe(), " needs at least one head of at least one element"));
+  c.same_shape(k, "k", q, "q");
+  c.same_shape(v, "v", q, "q");
+  if (rel.size(0) < 1) c.fail(cat("rel ", rel.describe(), " must hold at least one distance (the window)"));
+  c.size(rel, "rel", 1, H, "heads of q");
+  c.size(rel, "rel", 2, d, "head dim of q");
+  if (!(softcap >= 0.f && std::isfinite(softcap))) c.fail(cat("softcap must be finite and >= 0, got ", softcap));
+  c.output(out, "out", {T, H, d}, DType::F32);
+  c.no_alias(out, "out", q, "q");
+  c.no_alias(out, "out", k, "k");
+  c.no_alias(out, "out", v, "v");
+  c.no_alias(out, "out", rel, "rel");
+  run_op(c.op, ex, {&q, &k, &v, &rel}, {&out}, [&](const Backend& b) { b.local_attention(q, k, v, rel, softcap, out); });
+}
+
 }  // namespace mb::ops

@@ -22,4 +22,15 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
                const Tensor* q_block, const Tensor* k_block, Tensor& out, const AttentionParams& p,
                const Exec& ex = {});
 
+// Causal local attention with a relative-position key term (the Gemma 4 audio conformer, spec §4.4): for
+// query t, head h and the W = rel.size(0) keys j with max(0, t − W + 1) <= j <= t (self included),
+//   logit(t, h, j) = softcap·tanh((q[t,h]·k[j,h] + q[t,h]·rel[t−j, h]) / softcap)   (softcap 0: no cap)
+// (the two dot products summed after each is complete, as transformers adds its two matrices), softmax in
+// f32, out[t, h] = Σ_j softmax_j · v[j, h]. Keys before t = 0 do not exist. No scale: q and k come
+// pre-scaled.
+//   q, k, v: [T, H, d] f32 contiguous; rel: [W, H, d] f32 contiguous (rel[δ]: distance δ, W >= 1)
+//   out:     [T, H, d] f32, contiguous, not overlapping any input
+void local_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel, float softcap, Tensor& out,
+                     const Exec& ex = {});
+
 }  // namespace mb::ops

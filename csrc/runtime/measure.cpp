@@ -20,6 +20,7 @@ class MeasureBackend final : public Backend {
   void topk(const Tensor&, int64_t, Tensor&, Tensor&) const override {}
   void attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor*,
                  const Tensor*, Tensor&, const ops::AttentionParams&) const override {}
+  void local_attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float, Tensor&) const override {}
   void conv2d(const Tensor&, const Tensor&, const Tensor&, Tensor&, const ops::Conv2dParams&) const override {}
   void depthwise_conv1d_causal(const Tensor&, const Tensor&, Tensor&) const override {}
   void unary(const Tensor&, Tensor&, const ops::UnaryParams&) const override {}

@@ -22,6 +22,12 @@ bool attention_gemm_applies(const Tensor& q, const Tensor& k, const Tensor& k_po
                             const ops::AttentionParams& p);
 void attention_gemm(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, const ops::AttentionParams& p);
 
+// ops::local_attention (attention_local.cpp): the reference walks one (query, head) row at a time with
+// scalar loops; the fast kernel threads over queries and uses the AVX2 dot / accumulate loops.
+void local_attention_ref(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel, float softcap, Tensor& out);
+void local_attention_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel, float softcap,
+                          Tensor& out);
+
 // Which inner loops attention_fast uses on this CPU: "avx2" or "portable".
 const char* attention_simd_name();
 

@@ -40,6 +40,10 @@ class CpuBackend final : public Backend {
     ref_ ? cpu::attention_ref(q, k, v, q_pos, k_pos, q_block, k_block, out, p)
          : cpu::attention_fast(q, k, v, q_pos, k_pos, q_block, k_block, out, p);
   }
+  void local_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel, float softcap,
+                       Tensor& out) const override {
+    ref_ ? cpu::local_attention_ref(q, k, v, rel, softcap, out) : cpu::local_attention_fast(q, k, v, rel, softcap, out);
+  }
   void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out,
               const ops::Conv2dParams& p) const override {
     ref_ ? cpu::conv2d_ref(x, w, bias, out, p) : cpu::conv2d_fast(x, w, bias, out, p);

@@ -14,7 +14,8 @@ namespace mb::metal {
 
 namespace {
 
-static_assert(sizeof(AttentionArgs) == 20 * 4 && sizeof(AttentionMergeArgs) == 3 * 4, "kernel_args.h layout changed");
+static_assert(sizeof(AttentionArgs) == 20 * 4 && sizeof(AttentionMergeArgs) == 3 * 4 && sizeof(LocalAttentionArgs) == 5 * 4,
+              "kernel_args.h layout changed");
 
 // Every attention kernel runs 4 simdgroups of 32 threads (attention.metal: kSimdgroups).
 constexpr uint32_t kThreadsPerGroup = 128;
@@ -144,6 +145,25 @@ void attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tensor
     merge.group = {kThreadsPerGroup, 1, 1};
     L.dispatch(merge);
   }
+}
+
+void local_attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel,
+                     float softcap, Tensor& out) {
+  const int64_t T = q.size(0), H = q.size(1), d = q.size(2), W = rel.size(0);
+  if (out.numel() == 0) return;
+  if (W > kLocalMaxWindow)
+    throw DeviceError(cat("local_attention: a window of ", W, " keys exceeds the Metal kernel's ", uint32_t(kLocalMaxWindow)));
+  checked_u32(q.numel(), "q elements");
+  checked_u32(rel.numel(), "rel elements");
+  Dispatch dp;
+  dp.kernel = "local_attention_f32";
+  dp.buffers = {BufferBinding::input(q), BufferBinding::input(k), BufferBinding::input(v), BufferBinding::input(rel),
+                BufferBinding::output(out)};
+  dp.set_args(LocalAttentionArgs{uint32_t(T), uint32_t(H), uint32_t(d), uint32_t(W), softcap});
+  const int64_t rows_per_group = kThreadsPerGroup / 32;  // one simdgroup per (query, head) row
+  dp.grid = {checked_u32((T * H + rows_per_group - 1) / rows_per_group, "row groups"), 1, 1};
+  dp.group = {kThreadsPerGroup, 1, 1};
+  L.dispatch(dp);
 }
 
 }  // namespace mb::metal

@@ -15,4 +15,9 @@ void attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tensor
                  const Tensor& k_pos, const Tensor* q_block, const Tensor* k_block, Tensor& out,
                  const ops::AttentionParams& p);
 
+// ops::local_attention: one kernel (local_attention_f32). DeviceError for windows above 64 keys or sizes
+// beyond the kernel's 32-bit indexing.
+void local_attention(KernelLauncher& L, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel,
+                     float softcap, Tensor& out);
+
 }  // namespace mb::metal

@@ -54,6 +54,10 @@ class MetalBackend final : public Backend {
                  const ops::AttentionParams& p) const override {
     metal::attention(L(), q, k, v, q_pos, k_pos, q_block, k_block, out, p);
   }
+  void local_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel, float softcap,
+                       Tensor& out) const override {
+    metal::local_attention(L(), q, k, v, rel, softcap, out);
+  }
   void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out,
               const ops::Conv2dParams& p) const override {
     metal::conv2d(L(), x, w, bias, out, p);

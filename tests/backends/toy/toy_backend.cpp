@@ -43,6 +43,10 @@ class ToyBackend final : public Backend {
                  const ops::AttentionParams& p) const override {
     cpu("attention").attention(q, k, v, q_pos, k_pos, q_block, k_block, out, p);
   }
+  void local_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel, float softcap,
+                       Tensor& out) const override {
+    cpu("local_attention").local_attention(q, k, v, rel, softcap, out);
+  }
   void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out,
               const ops::Conv2dParams& p) const override {
     cpu("conv2d").conv2d(x, w, bias, out, p);
