@@ -87,6 +87,20 @@ void bind(py::module_& m) {
       }, py::arg("pixel_values"), py::arg("positions"),
          "One image's patches (f32 [N, 3·patch²] in [0, 1], i32 [N, 2] positions) → (features before the "
          "projection [n, D], soft tokens [n, hidden]).")
+      .def_property_readonly("has_audio", &Gemma4Model::has_audio)
+      .def("encode_audio", [](const Gemma4Model& mdl, const py::object& features, int64_t valid_frames) {
+        Tensor ft = as_tensor(features, "encode_audio", "features");
+        gemma4::AudioOutput out;
+        {
+          py::gil_scoped_release nogil;
+          out = mdl.encode_audio(ft, valid_frames);
+        }
+        return py::make_tuple(out.hidden.defined() ? py::object(tensor_to_numpy(out.hidden)) : py::object(py::none()),
+                              tensor_to_numpy(out.soft));
+      }, py::arg("features"), py::arg("valid_frames"),
+         "One clip as its processor prepared it: log-mel features f32 [F, 128] whose first valid_frames are real "
+         "(audio tower), or waveform frames f32 [n, 640] (12B) → (tower output [n, output_proj_dims] or None, "
+         "soft tokens [n, hidden]).")
       .def("embed", [](const Gemma4Model& mdl, const Ids& ids) {
         const int64_t T = ids.size();
         Tensor out = Tensor::empty(DType::F32, {T, mdl.config().text_config.hidden_size});

@@ -67,16 +67,18 @@ class Session:
         when a sliding-window cache no longer holds what position n needs; then reset() instead."""
         return bool(self._s.truncate(int(n)))
 
-    def prefill(self, input_ids, all_logits: bool = False, images=None, videos=None,
-                max_soft_tokens: int | None = None) -> np.ndarray:
+    def prefill(self, input_ids, all_logits: bool = False, images=None, videos=None, audio=None,
+                max_soft_tokens: int | None = None, max_audio_s: float | None = None) -> np.ndarray:
         """Runs the prompt; returns float32 logits of the last position [vocab] (or [T, vocab] with all_logits).
-        images / videos (lists) fill, in order, the expanded placeholder runs the ids hold (each image's
-        `<|image>` + n × `<|image|>` + `<image|>`, as model.encode_prompt returns them); a count or length
-        mismatch is an InputError. Non-finite logits raise NumericsError."""
+        images / videos / audio (lists) fill, in order, the expanded placeholder runs the ids hold (each image's
+        `<|image>` + n × `<|image|>` + `<image|>`, each clip's `<|audio>` + n × `<|audio|>` + `<audio|>`, as
+        model.encode_prompt returns them); a count or length mismatch is an InputError. An audio entry is a
+        path, bytes or (samples, sample_rate). Non-finite logits raise NumericsError."""
         ids = _as_ids(input_ids, self._model.config.text_config.vocab_size)
         m = self._model
         items = [m.media.image(src, max_soft_tokens, f"images[{i}]") for i, src in enumerate(images or [])]
         items += [m.media.video(src, max_soft_tokens, what=f"videos[{i}]") for i, src in enumerate(videos or [])]
+        items += [m.media.audio(src, max_audio_s=max_audio_s, what=f"audio[{i}]") for i, src in enumerate(audio or [])]
         if items:  # without media, placeholder ids are embedded as pad, as transformers does
             return self._prefill_media(ids, items, 0, all_logits)
         logits = self._s.prefill(ids, all_logits)
@@ -84,12 +86,12 @@ class Session:
 
     def _prefill_media(self, ids: np.ndarray, items, offset: int, all_logits: bool) -> np.ndarray:
         """Runs ids[offset:] (the session holds ids[:offset]) with the soft tokens of the media items filling
-        their placeholder runs (items in prompt order; images to image runs, videos to video runs; an
-        InputError on any mismatch). Only the items whose runs lie past offset are encoded."""
+        their placeholder runs (items in prompt order; images to image runs, videos to video runs, clips to
+        audio runs; an InputError on any mismatch). Only the items whose runs lie past offset are encoded."""
         from .media import Placement, block_ids, place
 
         m, cfg = self._model, self._model.config
-        full = place(ids, items, cfg.image_token_id, cfg.video_token_id)
+        full = place(ids, items, m._placeholder_ids())
         tail = Placement([], [])
         for item, rows in zip(full.items, full.rows):
             if rows[-1][1] <= offset:
@@ -206,21 +208,25 @@ class Model:
             messages = [{"role": "system", "content": system}] + messages
         text = tok.apply_chat_template(messages, add_generation_prompt=True, allowed_media=self.modalities,
                                        **template_kwargs)
-        if "<|audio|>" in text:
-            raise InputError("audio inputs are not supported by this markbase build yet")
         items = [self.media.from_part(part, where) for where, part in media_parts(messages)]
-        if items or "<|image|>" in text or "<|video|>" in text:
+        if items or any(p in text for p in ("<|image|>", "<|video|>", "<|audio|>")):
             text = expand(text, items, self._media_tokens())
         ids = tok.encode(text, add_special_tokens=False)
         ids = ids if ids and ids[0] == tok.bos_id else [tok.bos_id] + ids
         return Prompt(ids, items)
 
+    def _placeholder_ids(self) -> dict[str, int]:
+        """The placeholder token id of each media kind (config.json)."""
+        c = self.config
+        return {"image": c.image_token_id, "video": c.video_token_id, "audio": c.audio_token_id}
+
     def _media_tokens(self) -> dict[str, str]:
-        """The token strings of the image / video placeholders and the image delimiters."""
+        """The token strings of the image / video / audio placeholders and the image and audio delimiters."""
         tok, c = self.tokenizer, self.config
         out = {}
-        for name, i in (("image", c.image_token_id), ("video", c.video_token_id), ("boi", c.boi_token_id),
-                        ("eoi", c.eoi_token_id)):
+        for name, i in (("image", c.image_token_id), ("video", c.video_token_id), ("audio", c.audio_token_id),
+                        ("boi", c.boi_token_id), ("eoi", c.eoi_token_id), ("boa", c.boa_token_id),
+                        ("eoa", c.eoa_token_index)):
             t = tok.id_to_token(i)
             if t is None:
                 raise InputError(f"the tokenizer has no token for id {i} ({name}_token_id in config.json)")
@@ -229,7 +235,7 @@ class Model:
 
     @property
     def media(self):
-        """The checkpoint's image / video preprocessing (markbase.media.MediaProcessor)."""
+        """The checkpoint's image / video / audio preprocessing (markbase.media.MediaProcessor)."""
         if self._media is None:
             from .media import MediaProcessor
 
@@ -246,6 +252,12 @@ class Model:
         """A video's soft tokens, float32 [frames · n, hidden] (its sampled frames in order; 70 per frame by
         default). video: a file path or bytes (PyAV), a list of images or a uint8 [T, H, W, 3] array."""
         return self.media.encode(self.media.video(video, max_soft_tokens, num_frames, fps, video_fps)).copy()
+
+    def encode_audio(self, audio, sample_rate=None, max_audio_s: float | None = None) -> np.ndarray:
+        """A clip's soft tokens, float32 [n, hidden] (25 per second): what replaces its placeholders in a prompt.
+        audio: a path (WAV, FLAC, OGG, MP3, ...), bytes, a URL, a numpy array with sample_rate, or
+        (samples, sample_rate). Clips longer than max_audio_s (default 30 s) are refused."""
+        return self.media.encode(self.media.audio(audio, sample_rate, max_audio_s)).copy()
 
     def generate(self, prompt_or_messages, *, max_new_tokens: int | None = None, temperature: float | None = None,
                  top_k: int | None = None, top_p: float | None = None, min_p: float | None = None,
@@ -314,14 +326,15 @@ class Model:
             raise InputError(f"context limit: {len(ids)} tokens > max_context {self.max_context}")
         return self._core.trace_nonfinite(ids)
 
-    def logits(self, input_ids, images=None, videos=None, max_soft_tokens: int | None = None) -> np.ndarray:
-        """Full forward from an empty cache: float32 logits [T, vocab]. images / videos fill, in order, the
-        expanded placeholder runs input_ids hold (as encode_prompt returns them)."""
+    def logits(self, input_ids, images=None, videos=None, audio=None, max_soft_tokens: int | None = None,
+               max_audio_s: float | None = None) -> np.ndarray:
+        """Full forward from an empty cache: float32 logits [T, vocab]. images / videos / audio fill, in order,
+        the expanded placeholder runs input_ids hold (as encode_prompt returns them)."""
         ids = _as_ids(input_ids, self.config.text_config.vocab_size)
         if len(ids) > self.max_context:
             raise InputError(f"context limit: {len(ids)} tokens > max_context {self.max_context}")
-        return Session(self, max(len(ids), 1)).prefill(ids, all_logits=True, images=images, videos=videos,
-                                                         max_soft_tokens=max_soft_tokens)
+        return Session(self, max(len(ids), 1)).prefill(ids, all_logits=True, images=images, videos=videos, audio=audio,
+                                                         max_soft_tokens=max_soft_tokens, max_audio_s=max_audio_s)
 
     def __repr__(self) -> str:
         return f"markbase.Model({self.config.family}, {self.path!r}, device={self.device!r})"

@@ -150,18 +150,18 @@ class _StopScanner:
 
 @dataclass
 class Prompt:
-    """Token ids with their media items (preprocessed images / videos, in prompt order)."""
+    """Token ids with their media items (preprocessed images / videos / audio clips, in prompt order)."""
     ids: list[int]
     media: list = field(default_factory=list)
 
-    def keys(self, image_id: int, video_id: int) -> list:
+    def keys(self, token_ids: dict[str, int]) -> list:
         """Per position what the cache holds there: the token id, or (media content hash, row) for a soft
         token, so a cached prefix is reused only where the same image sits."""
         from .media import place
 
         out: list = list(self.ids)
         if self.media:
-            placement = place(np.asarray(self.ids), self.media, image_id, video_id)
+            placement = place(np.asarray(self.ids), self.media, token_ids)
             for item, rows in zip(placement.items, placement.rows):
                 key = item.key
                 k = 0
@@ -301,7 +301,7 @@ class Chat:
         opts = resolve_options(model.generation_defaults, **options)
         prompt = model._prompt(self.messages, **self.template_kwargs)  # as a fresh run tokenises it
         ids = prompt.ids
-        keys = prompt.keys(model.config.image_token_id, model.config.video_token_id)
+        keys = prompt.keys(model._placeholder_ids())
         reuse = min(_common_prefix(self._fed, keys), len(ids) - 1)
         if reuse < self.session.position and not self.session.truncate(reuse):
             self.session.reset()

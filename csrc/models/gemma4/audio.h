@@ -1,10 +1,11 @@
-// Gemma 4 audio tower (E2B/E4B, spec §4: subsampling convs + conformer): the weights it reads and their
-// names. The forward pass lands with the audio issue; the table already lets `validate` check a
-// checkpoint's audio tensors per layer.
+// Gemma 4 audio tower (E2B/E4B, spec §4): subsampling convs + a 12-layer conformer + embed_audio. The
+// weights it reads and their names, and the forward pass over one clip's log-mel features.
 #pragma once
 #include <vector>
 
+#include "core/arena.h"
 #include "core/tensor.h"
+#include "ops/exec.h"
 #include "models/gemma4/config.h"
 #include "models/gemma4/weights.h"
 
@@ -38,5 +39,41 @@ struct AudioWeights {
 // `tower` names "model.audio_tower." tensors; `embedder` names "model.embed_audio." ones.
 void visit_weights(const AudioConfig& cfg, int64_t text_hidden, AudioWeights& w, const WeightScope& tower,
                    const WeightScope& embedder);
+
+// What encoding one clip gives (its valid tokens only).
+struct AudioOutput {
+  Tensor hidden;  // [n, output_proj_dims] f32: the tower's last_hidden_state (undefined on the 12B)
+  Tensor soft;    // [n, H_text] f32: the soft tokens that replace the <|audio|> placeholders
+};
+
+// Soft tokens of a clip with `valid_frames` valid mel frames: two stride-2 convs, ceil(ceil(n / 2) / 2).
+int64_t audio_tokens_for_frames(int64_t valid_frames);
+
+// The audio tower and embed_audio (spec §4.2–4.5) over one clip. Only the valid tokens are computed after
+// the subsampling convs: every later block is causal or per-row (attention looks back, the depthwise conv
+// is left-padded), so the padded tail transformers carries along cannot reach a valid token.
+class AudioTower {
+ public:
+  AudioTower(const AudioConfig& cfg, const AudioWeights& w, Exec exec);
+
+  // features: [F, n_mel] f32 log-mel frames (preprocess/audio.py); the first `valid_frames` are real (the
+  // feature extractor's mask), the rest are zeroed here as transformers does before each conv.
+  AudioOutput encode(const Tensor& features, int64_t valid_frames) const;
+
+ private:
+  void forward(Arena& A, const Exec& ex, const Tensor& features, int64_t valid_frames, AudioOutput& out) const;
+  void feed_forward(Arena& A, const Exec& ex, const AudioFeedForwardWeights& f, Tensor& x) const;
+  void attention(Arena& A, const Exec& ex, const AudioLayerWeights& lw, size_t layer, Tensor& x) const;
+  void light_conv(Arena& A, const Exec& ex, const AudioLayerWeights& lw, size_t layer, Tensor& x) const;
+  void clip(const Exec& ex, const Tensor& x, Tensor& out) const;  // the conformer's clamp to ±gradient_clipping
+
+  AudioConfig cfg_;
+  AudioWeights w_;
+  Exec ex_;
+  int64_t window_ = 0;                 // keys per query, self included: attention_context_left − 1
+  Tensor rel_positions_;               // [window, Hd] f32: [sin(δ·inv), cos(δ·inv)] for distances δ = 0..window−1
+  std::vector<Tensor> q_dim_scale_;    // per layer [head_dim] f32: softplus(per_dim_scale)
+  std::vector<ClippableLinear> glu_value_, glu_gate_;  // per layer: linear_start's two output halves
+};
 
 }  // namespace mb::gemma4

@@ -105,6 +105,10 @@ std::shared_ptr<Gemma4Model> Gemma4Model::load(const std::string& dir, const Loa
   if (m->weights_.unified_vision)
     m->unified_vision_ =
         std::make_unique<UnifiedVisionEmbedder>(*m->cfg_.unified_vision_config, *m->weights_.unified_vision, m->exec_);
+  if (m->weights_.audio) m->audio_ = std::make_unique<AudioTower>(*m->cfg_.audio_config, *m->weights_.audio, m->exec_);
+  if (m->weights_.unified_audio)
+    m->unified_audio_ =
+        std::make_unique<UnifiedAudioEmbedder>(*m->cfg_.unified_audio_config, *m->weights_.unified_audio, m->exec_);
 
   SpanCollector spans;
   visit_weights(m->cfg_, m->weights_, spans);
@@ -122,6 +126,18 @@ VisionOutput Gemma4Model::encode_image(const Tensor& pixels, const Tensor& posit
   if (unified_vision_) return unified_vision_->encode(pixels, positions);
   throw InputError(cat("this checkpoint (", cfg_.family(), ", ", dir_, ") has no vision encoder: its config.json has no "
                        "vision_config, so it cannot take images or video"));
+}
+
+AudioOutput Gemma4Model::encode_audio(const Tensor& features, int64_t valid_frames) const {
+  if (audio_) return audio_->encode(features, valid_frames);
+  if (unified_audio_) {
+    if (features.dim() == 2 && valid_frames != features.size(0))
+      throw InputError(cat("audio: the 12B embedder takes every waveform frame; valid_frames = ", valid_frames,
+                           " but there are ", features.size(0)));
+    return unified_audio_->encode(features);
+  }
+  throw InputError(cat("this checkpoint (", cfg_.family(), ", ", dir_, ") has no audio encoder: its config.json has no "
+                       "audio_config, so it cannot take audio (Gemma 4 hears in E2B, E4B and the 12B)"));
 }
 
 std::string Gemma4Model::weight_name(const Tensor& t) const {

@@ -55,6 +55,11 @@ class Gemma4Model {
   // embedder. InputError when the checkpoint has no vision part.
   VisionOutput encode_image(const Tensor& pixels, const Tensor& positions) const;
   bool has_vision() const { return vision_ || unified_vision_; }
+  // Encodes one clip as the checkpoint's processor prepared it (preprocess/audio.py): log-mel features
+  // [F, 128] of which the first valid_frames are real (E2B/E4B audio tower + embed_audio), or waveform
+  // frames [n, 640] (12B embedder; valid_frames must be n). InputError when there is no audio part.
+  AudioOutput encode_audio(const Tensor& features, int64_t valid_frames) const;
+  bool has_audio() const { return audio_ || unified_audio_; }
   // The weight-table name of the weight tensor whose memory holds t's first element ("" if none: an
   // activation), for reports.
   std::string weight_name(const Tensor& t) const;
@@ -72,6 +77,8 @@ class Gemma4Model {
   std::unique_ptr<TextDecoder> text_;
   std::unique_ptr<VisionTower> vision_;
   std::unique_ptr<UnifiedVisionEmbedder> unified_vision_;
+  std::unique_ptr<AudioTower> audio_;
+  std::unique_ptr<UnifiedAudioEmbedder> unified_audio_;
   Exec exec_;
   int64_t max_context_ = 0;
   bool check_finite_ = false;

@@ -103,4 +103,24 @@ VisionOutput UnifiedVisionEmbedder::encode(const Tensor& pixels, const Tensor& p
   return out;
 }
 
+UnifiedAudioEmbedder::UnifiedAudioEmbedder(const UnifiedAudioConfig& cfg, const UnifiedAudioWeights& w, Exec exec)
+    : cfg_(cfg), w_(w), ex_(exec) {}
+
+AudioOutput UnifiedAudioEmbedder::encode(const Tensor& frames) const {
+  const int64_t E = cfg_.audio_embed_dim;
+  if (frames.dtype() != DType::F32 || frames.dim() != 2 || frames.size(1) != E || !frames.is_contiguous())
+    throw InputError(cat("audio: waveform frames must be f32 [n, ", E, "] contiguous, got ", frames.describe()));
+  const int64_t n = frames.size(0), H_text = w_.embedding_projection.size(0);
+  if (n < 1) throw InputError("audio: no waveform frames (an empty clip)");
+  AudioOutput out{Tensor(), Tensor::empty(DType::F32, {n, H_text})};
+  ops::CommandScope scope(ex_);
+  Tensor staged = Tensor::empty(DType::F32, {n, E}), normed = Tensor::empty(DType::F32, {n, E});
+  std::memcpy(staged.data(), frames.data(), staged.nbytes());
+  ops::rms_norm(staged, Tensor(), float(cfg_.rms_norm_eps), normed, ex_);
+  ops::linear(normed, w_.embedding_projection, nullptr, out.soft, ex_);
+  name_intermediate(out.soft, "a_soft_tokens", -1);
+  scope.finish();
+  return out;
+}
+
 }  // namespace mb::gemma4

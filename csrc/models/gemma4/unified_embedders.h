@@ -5,6 +5,7 @@
 #include "core/arena.h"
 #include "core/tensor.h"
 #include "models/gemma4/config.h"
+#include "models/gemma4/audio.h"
 #include "models/gemma4/vision.h"
 #include "models/gemma4/weights.h"
 #include "ops/exec.h"
@@ -46,6 +47,20 @@ class UnifiedVisionEmbedder {
   UnifiedVisionWeights w_;
   Exec ex_;
   Tensor pos_x_, pos_y_;  // pos_embedding[:, 0, :] and [:, 1, :] as contiguous [mm_posemb_size, E] tables
+};
+
+// The 12B's audio embedder (spec §5.3): each 640-sample waveform frame → weightless RMSNorm → projection.
+class UnifiedAudioEmbedder {
+ public:
+  UnifiedAudioEmbedder(const UnifiedAudioConfig& cfg, const UnifiedAudioWeights& w, Exec exec);
+  // frames: [n, audio_embed_dim] f32 (the waveform zero-padded to whole frames); all n are tokens.
+  // out.soft: [n, H_text]; out.hidden is left undefined (there is no tower).
+  AudioOutput encode(const Tensor& frames) const;
+
+ private:
+  UnifiedAudioConfig cfg_;
+  UnifiedAudioWeights w_;
+  Exec ex_;
 };
 
 }  // namespace mb::gemma4

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/errors.h"
+#include "models/gemma4/encoder_ops.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -61,15 +62,6 @@ VisionTower::VisionTower(const VisionConfig& cfg, const VisionWeights& w, Exec e
   }
 }
 
-// y = clamp(clamp(x, in_min, in_max) · Wᵀ, out_min, out_max); `scratch` holds the clamped input.
-void VisionTower::clippable(const Exec& ex, const ClippableLinear& l, Tensor& scratch, const Tensor& in, Tensor& out) const {
-  const bool clip_in = std::isfinite(l.input_min) || std::isfinite(l.input_max);
-  if (clip_in) ops::unary(in, scratch, {ops::UnaryKind::Clamp, l.input_min, l.input_max}, ex);
-  ops::linear(clip_in ? scratch : in, l.weight, nullptr, out, ex);
-  if (std::isfinite(l.output_min) || std::isfinite(l.output_max))
-    ops::unary(out, out, {ops::UnaryKind::Clamp, l.output_min, l.output_max}, ex);
-}
-
 void VisionTower::forward(Arena& A, const Exec& ex, const Tensor& pixels, const Tensor& positions, VisionOutput& out) const {
   const int64_t N = pixels.size(0), K = pixels.size(1), D = cfg_.hidden_size, I = cfg_.intermediate_size;
   const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, hd = cfg_.head_dim;
@@ -121,9 +113,9 @@ void VisionTower::forward(Arena& A, const Exec& ex, const Tensor& pixels, const 
     Tensor q = A.tensor(DType::F32, {N, nh, hd}), kk = A.tensor(DType::F32, {N, nkv, hd}), v = A.tensor(DType::F32, {N, nkv, hd});
     Tensor qf = q.reshape({N, nh * hd}), kf = kk.reshape({N, nkv * hd}), vf = v.reshape({N, nkv * hd});
     Tensor clip_in = A.tensor(DType::F32, {N, D});
-    clippable(ex, lw.q_proj, clip_in, hn, qf);
-    clippable(ex, lw.k_proj, clip_in, hn, kf);
-    clippable(ex, lw.v_proj, clip_in, hn, vf);
+    clippable_linear(ex, lw.q_proj, clip_in, hn, qf);
+    clippable_linear(ex, lw.k_proj, clip_in, hn, kf);
+    clippable_linear(ex, lw.v_proj, clip_in, hn, vf);
     ops::rms_norm(q, lw.q_norm, eps, q, ex);
     ops::rope_2d(q, pos, cfg_.rope_parameters.rope_theta, q, ex);
     ops::rms_norm(kk, lw.k_norm, eps, kk, ex);
@@ -135,20 +127,20 @@ void VisionTower::forward(Arena& A, const Exec& ex, const Tensor& pixels, const 
     Tensor attn_flat = attn.reshape({N, nh * hd});
     Tensor clip_attn = A.tensor(DType::F32, {N, nh * hd});
     Tensor o = A.tensor(DType::F32, {N, D});
-    clippable(ex, lw.o_proj, clip_attn, attn_flat, o);
+    clippable_linear(ex, lw.o_proj, clip_attn, attn_flat, o);
     ops::rms_norm(o, lw.post_attention_layernorm, eps, o, ex);
     name_intermediate(o, "v_attn_out", l);
     ops::binary(h, o, h, ops::BinaryKind::Add, ex);
 
     ops::rms_norm(h, lw.pre_feedforward_layernorm, eps, hn, ex);
     Tensor g = A.tensor(DType::F32, {N, I}), u = A.tensor(DType::F32, {N, I});
-    clippable(ex, lw.gate_proj, clip_in, hn, g);
-    clippable(ex, lw.up_proj, clip_in, hn, u);
+    clippable_linear(ex, lw.gate_proj, clip_in, hn, g);
+    clippable_linear(ex, lw.up_proj, clip_in, hn, u);
     ops::unary(g, g, {ops::UnaryKind::GeluTanh}, ex);
     ops::binary(g, u, g, ops::BinaryKind::Mul, ex);
     Tensor clip_g = A.tensor(DType::F32, {N, I});
     Tensor m = A.tensor(DType::F32, {N, D});
-    clippable(ex, lw.down_proj, clip_g, g, m);
+    clippable_linear(ex, lw.down_proj, clip_g, g, m);
     ops::rms_norm(m, lw.post_feedforward_layernorm, eps, m, ex);
     name_intermediate(m, "v_ffn_out", l);
     ops::binary(h, m, h, ops::BinaryKind::Add, ex);

@@ -54,7 +54,6 @@ class VisionTower {
  private:
   // The whole forward on `ex` with activations from `A`; writes out.pooled and out.soft.
   void forward(Arena& A, const Exec& ex, const Tensor& pixels, const Tensor& positions, VisionOutput& out) const;
-  void clippable(const Exec& ex, const ClippableLinear& l, Tensor& x, const Tensor& in, Tensor& out) const;
 
   VisionConfig cfg_;
   VisionWeights w_;

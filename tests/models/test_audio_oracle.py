@@ -1,0 +1,97 @@
+"""Audio against transformers 5.23.0 on the tiny oracle checkpoints: the E2B- and E4B-like conformer towers
+(every norm, clip bound and per_dim_scale perturbed) and the 12B-like waveform embedder, on cpu and metal-sim.
+
+Tolerances: features bit-equal to the extractor's (same numpy operations); tower output and soft tokens
+within 1e-5 relative (f32, max |Δ| / max |ref|); logits as the text oracle (1e-4); greedy tokens equal.
+"""
+
+import numpy as np
+import pytest
+
+import markbase as mb
+from oracle.audio import GREEDY, SR, build, clip_lengths, clips, pair
+from oracle.vision import BUDGET, images
+
+DEVICES = mb.devices()
+AUDIO_FAMILIES = ["e2b", "e4b", "12b"]
+
+
+@pytest.fixture(scope="module")
+def audio_refs(oracle):
+    return {f: np.load(build(oracle[f], f)) for f in AUDIO_FAMILIES}
+
+
+def rel_err(got, want):
+    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+
+
+@pytest.mark.parametrize("family", AUDIO_FAMILIES)
+def test_features_equal_the_extractor(audio_refs, load_model, family):
+    ref = audio_refs[family]
+    media = load_model(family).media
+    for i, samples in enumerate(clips(family)):
+        item = media.audio(samples, sample_rate=SR)
+        want, mask = ref[f"fe_{i}"], ref[f"fe_mask_{i}"]
+        np.testing.assert_array_equal(item.audio.features, want)
+        assert item.audio.valid_frames == int(mask.sum()) and mask[:item.audio.valid_frames].all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("family", AUDIO_FAMILIES)
+def test_audio_features_match_get_audio_features(audio_refs, load_model, family, device):
+    """Clips of 1 s, 4.4 s, 2.37 s (59 tokens: not a multiple of the 12-token chunk) and 1.93 s (48)."""
+    ref = audio_refs[family]
+    model = load_model(family, device=device)
+    for i, samples in enumerate(clips(family)):
+        hidden, soft = model._core.encode_audio(ref[f"fe_{i}"], int(ref[f"fe_mask_{i}"].sum()))
+        assert soft.shape == ref[f"soft_{i}"].shape, f"clip {i}"
+        assert rel_err(soft, ref[f"soft_{i}"]) <= 1e-5, f"clip {i}"
+        if family != "12b":
+            assert rel_err(hidden, ref[f"hid_{i}"]) <= 1e-5, f"clip {i}"
+        np.testing.assert_array_equal(model.encode_audio((samples, SR)), soft)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("family", AUDIO_FAMILIES)
+def test_logits_with_two_clips_and_with_image_and_audio(audio_refs, load_model, family, device):
+    ref = audio_refs[family]
+    model = load_model(family, device=device)
+    cs = [(c, SR) for c in clips(family)]
+    got = model.logits(ref["aud_ids"], audio=[cs[i] for i in pair(family)])
+    assert rel_err(got, ref["aud_logits"]) <= 1e-4
+    got = model.logits(ref["mix_ids"], images=images()[:1], audio=[cs[1]], max_soft_tokens=BUDGET)
+    assert rel_err(got, ref["mix_logits"]) <= 1e-4
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("family", AUDIO_FAMILIES)
+def test_greedy_after_audio_matches_transformers_generate(audio_refs, load_model, family, device):
+    ref = audio_refs[family]
+    cs = [(c, SR) for c in clips(family)]
+    sess = load_model(family, device=device).session()
+    logits = sess.prefill(ref["aud_ids"], audio=[cs[i] for i in pair(family)])
+    tokens = []
+    for _ in range(GREEDY):
+        tokens.append(int(np.argmax(logits)))
+        logits = sess.decode(tokens[-1])
+    np.testing.assert_array_equal(tokens, ref["greedy"])
+
+
+def test_bf16_checkpoint_is_close(audio_refs, load_model):
+    """The bf16 copy of the E2B-like checkpoint: weights rounded, activations f32 — soft tokens stay within
+    bf16 weight rounding (~1e-2 relative) of the f32 reference, and finite."""
+    ref = audio_refs["e2b"]
+    soft = load_model("e2b", dtype="bf16")._core.encode_audio(ref["fe_1"], int(ref["fe_mask_1"].sum()))[1]
+    assert np.isfinite(soft).all()
+    assert rel_err(soft, ref["soft_1"]) <= 5e-2
+
+
+def test_audio_count_and_run_mismatches_are_input_errors(audio_refs, load_model):
+    ref = audio_refs["e2b"]
+    model = load_model("e2b")
+    cs = [(c, SR) for c in clips("e2b")]
+    with pytest.raises(mb.InputError, match="placeholder run.* no audio fills"):
+        model.logits(ref["aud_ids"], audio=[cs[0]])
+    with pytest.raises(mb.InputError, match="placeholder run at position .* has .* tokens"):
+        model.logits(ref["aud_ids"], audio=[cs[1], cs[2]])
+    assert len(clip_lengths("e2b")) == 4
