@@ -197,11 +197,6 @@ def test_bad_input(synth_model, call, exc, match):
         call(synth_model("31b"))  # the 31B family has no audio encoder
 
 
-def test_audio_part_rejected_until_audio_lands(synth_model):
-    with pytest.raises(mb.InputError, match="audio inputs are not supported"):
-        synth_model("e2b").generate([{"role": "user", "content": [{"type": "audio"}, {"type": "text", "text": "x"}]}])
-
-
 def test_missing_template(synthetic, tmp_path):
     d = tmp_path / "ckpt"
     shutil.copytree(synthetic("e2b"), d)

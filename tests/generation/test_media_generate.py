@@ -1,4 +1,4 @@
-"""Images and video through generate / chat / Chat.send on synthetic checkpoints with the test tokenizer:
+"""Images, video and audio through generate / chat / Chat.send on synthetic checkpoints with the test tokenizer:
 placeholder expansion, the same tokens as the ids-level route, cache reuse when an image arrives in a
 later turn, per-modality timings, and the errors for media a checkpoint cannot take."""
 
@@ -104,3 +104,100 @@ def test_bad_image_in_a_message_names_the_part(synth_model):
         model.generate(msgs, max_new_tokens=2)
     with pytest.raises(mb.InputError, match="needs its source"):
         model.generate([{"role": "user", "content": [{"type": "image"}]}], max_new_tokens=2)
+
+
+# ------------------------------------------------------------------------------------------------- audio
+
+SR = 16000
+TONE = (0.5 * np.sin(2 * np.pi * 440 * np.arange(int(1.2 * SR)) / SR)).astype(np.float32)
+CHIRP = (0.5 * np.sin(2 * np.pi * (100 + 1500 * np.arange(SR) / SR) * np.arange(SR) / SR)).astype(np.float32)
+
+
+def wav_bytes(x, rate=SR):
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, x, rate, format="WAV", subtype="PCM_16")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("family", ["e2b", "e4b", "12b"])
+def test_generate_with_audio_and_an_image_equals_the_ids_route(synth_model, family):
+    model = synth_model(family)
+    msgs = [{"role": "user", "content": [{"type": "audio", "audio": wav_bytes(TONE)}, {"type": "image", "image": IMG_A},
+                                         {"type": "text", "text": "Transcribe this."}]}]
+    result = model.generate(msgs, max_new_tokens=5, temperature=0.0)
+    assert result.media == ["audio", "image"]
+    cfg = model.config
+    ids = model.encode_prompt(msgs)
+    n_audio = result.soft_tokens[0]
+    assert n_audio == (30 if family == "12b" else 30)  # 1.2 s: 25 tokens/s (4 mel frames or one 640-sample frame)
+    assert ids.count(cfg.audio_token_id) == n_audio
+    assert ids.count(cfg.boa_token_id) == 1 and ids.count(cfg.eoa_token_index) == 1
+    assert model.tokenizer.decode(ids).count("<|audio>") == 1
+    sess = model.session()
+    logits = sess.prefill(ids, audio=[wav_bytes(TONE)], images=[IMG_A])
+    tokens = []
+    for _ in range(len(result.token_ids)):
+        tokens.append(int(np.argmax(logits)))
+        logits = sess.decode(tokens[-1])
+    assert tokens == result.token_ids
+    # the clip feeds the answer: another clip of the same length gives other logits
+    other = model.session().prefill(ids, audio=[(CHIRP[:len(TONE)] if len(CHIRP) >= len(TONE) else
+                                                 np.resize(CHIRP, len(TONE)), SR)], images=[IMG_A])
+    assert not np.allclose(other, model.session().prefill(ids, audio=[(TONE, SR)], images=[IMG_A]))
+
+
+def test_audio_in_turn_two_reuses_turn_ones_cache(synth_model):
+    model = synth_model("e2b")
+    chat = model.new_chat(temperature=0.0, max_new_tokens=4)
+    chat.send("Hello there.")
+    answer = chat.send([{"type": "audio", "audio": (TONE, SR)}, {"type": "text", "text": "What is this sound?"}])
+    assert chat.last.media == ["audio"]
+    assert chat.last.prompt_tokens - chat.last.prefill_tokens > 10  # turn one came from the cache
+    fresh = model.generate(chat.messages[:-1], temperature=0.0, max_new_tokens=4)
+    assert answer == fresh.text
+    # a third turn: the first clip is neither prefilled nor encoded again
+    chat.send([{"type": "audio", "audio": (CHIRP, SR)}, {"type": "text", "text": "And this one?"}])
+    assert chat.last.media == ["audio", "audio"] and chat.last.prefill_tokens < chat.last.prompt_tokens
+
+
+def test_encode_audio_shapes_and_sources(synth_model, tmp_path):
+    model = synth_model("e2b")
+    path = tmp_path / "tone.flac"
+    import soundfile as sf
+
+    sf.write(path, TONE, SR, format="FLAC")
+    a = model.encode_audio(str(path))
+    assert a.shape == (30, model.config.text_config.hidden_size) and a.dtype == np.float32
+    decoded, rate = sf.read(path, dtype="float32")  # the 16-bit samples the file holds
+    np.testing.assert_array_equal(model.encode_audio(decoded, sample_rate=rate), a)
+    assert not np.allclose(model.encode_audio(CHIRP, sample_rate=SR)[:25], a[:25])
+    # 44.1 kHz stereo int16 input: resampled and mixed down to the same ~1.2 s clip
+    t = np.arange(int(1.2 * 44100)) / 44100
+    stereo = (np.stack([np.sin(2 * np.pi * 440 * t)] * 2, 1) * 16000).astype(np.int16)
+    assert model.encode_audio((stereo, 44100)).shape[0] == 30
+
+
+def test_audio_the_checkpoint_cannot_take(synth_model):
+    model = synth_model("26b")
+    with pytest.raises(mb.InputError, match="no audio input"):
+        model.generate([{"role": "user", "content": [{"type": "audio", "audio": (TONE, SR)}]}], max_new_tokens=2)
+    with pytest.raises(mb.InputError, match="has no audio encoder"):
+        model.encode_audio((TONE, SR))
+    with pytest.raises(mb.InputError, match="has no audio encoder"):
+        model.logits([2, 3], audio=[(TONE, SR)])
+
+
+def test_bad_audio_in_a_message_names_the_part(synth_model):
+    model = synth_model("e2b")
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "audio", "audio": b"garbage!" * 10}]}]
+    with pytest.raises(mb.InputError, match=r"messages\[0\]\.content\[1\]: cannot decode"):
+        model.generate(msgs, max_new_tokens=2)
+    with pytest.raises(mb.InputError, match="needs its source"):
+        model.generate([{"role": "user", "content": [{"type": "audio"}]}], max_new_tokens=2)
+    with pytest.raises(mb.InputError, match="sample_rate"):
+        model.generate([{"role": "user", "content": [{"type": "audio", "audio": TONE, "sample_rate": "fast"}]}],
+                       max_new_tokens=2)
+    with pytest.raises(mb.InputError, match="longer than max_audio_s"):
+        model.encode_audio((np.zeros(31 * SR, np.float32), SR))

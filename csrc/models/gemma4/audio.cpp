@@ -276,6 +276,10 @@ AudioOutput AudioTower::encode(const Tensor& features, int64_t valid_frames) con
   if (valid_frames < 1 || valid_frames > F)
     throw InputError(cat("audio: valid_frames = ", valid_frames, " must be in [1, ", F, "] (the clip has ", F,
                          " frames; a clip shorter than 20 ms has no valid frame)"));
+  const float* fp = features.data_as<const float>();
+  for (int64_t i = 0; i < valid_frames * mel; ++i)
+    if (!std::isfinite(fp[i]))
+      throw InputError(cat("audio: features[", i / mel, ", ", i % mel, "] = ", fp[i], " is not finite"));
   const int64_t n = audio_tokens_for_frames(valid_frames), H_text = w_.embedding_projection.size(0);
   const size_t need = runtime::measure_arena_bytes([&](Arena& activations, Arena& outputs) {
     AudioOutput o{outputs.tensor(DType::F32, {n, cfg_.output_proj_dims}), outputs.tensor(DType::F32, {n, H_text})};

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/errors.h"
+#include "runtime/nonfinite.h"
 
 namespace mb::gemma4 {
 
@@ -121,20 +122,40 @@ std::shared_ptr<Gemma4Model> Gemma4Model::load(const std::string& dir, const Loa
   return m;
 }
 
+template <class F>
+auto Gemma4Model::checked(F&& encode) const {
+  auto out = [&] {
+    if (!check_finite_) return encode();
+    runtime::NonFiniteTracer tracer(*exec_.backend, [this](const Tensor& t) { return weight_name(t); });
+    auto traced = encode();
+    tracer.finish();
+    if (tracer.report().found) throw NumericsError(tracer.report().describe());
+    return traced;
+  }();
+  // Soft tokens are few (n × H): always checked, so a NaN never reaches a prompt unannounced.
+  const float* p = out.soft.template data_as<const float>();
+  for (int64_t i = 0; i < out.soft.numel(); ++i)
+    if (!std::isfinite(p[i]))
+      throw NumericsError(cat("the encoder produced NaN/Inf soft tokens (row ", i / out.soft.size(1), " of ",
+                              out.soft.size(0), "); the checkpoint may hold non-finite weights (run `markbase validate ",
+                              dir_, "`); MARKBASE_CHECK_FINITE=1 names the first op and layer that made one"));
+  return out;
+}
+
 VisionOutput Gemma4Model::encode_image(const Tensor& pixels, const Tensor& positions) const {
-  if (vision_) return vision_->encode(pixels, positions);
-  if (unified_vision_) return unified_vision_->encode(pixels, positions);
+  if (vision_) return checked([&] { return vision_->encode(pixels, positions); });
+  if (unified_vision_) return checked([&] { return unified_vision_->encode(pixels, positions); });
   throw InputError(cat("this checkpoint (", cfg_.family(), ", ", dir_, ") has no vision encoder: its config.json has no "
                        "vision_config, so it cannot take images or video"));
 }
 
 AudioOutput Gemma4Model::encode_audio(const Tensor& features, int64_t valid_frames) const {
-  if (audio_) return audio_->encode(features, valid_frames);
+  if (audio_) return checked([&] { return audio_->encode(features, valid_frames); });
   if (unified_audio_) {
     if (features.dim() == 2 && valid_frames != features.size(0))
       throw InputError(cat("audio: the 12B embedder takes every waveform frame; valid_frames = ", valid_frames,
                            " but there are ", features.size(0)));
-    return unified_audio_->encode(features);
+    return checked([&] { return unified_audio_->encode(features); });
   }
   throw InputError(cat("this checkpoint (", cfg_.family(), ", ", dir_, ") has no audio encoder: its config.json has no "
                        "audio_config, so it cannot take audio (Gemma 4 hears in E2B, E4B and the 12B)"));

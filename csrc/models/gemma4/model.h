@@ -69,6 +69,10 @@ class Gemma4Model {
 
  private:
   Gemma4Model() = default;
+  // Runs an encoder call; under MARKBASE_CHECK_FINITE every op of it is traced (NumericsError at the first
+  // NaN / Inf, as for the decoder's forwards).
+  template <class F>
+  auto checked(F&& encode) const;
 
   std::string dir_;
   Gemma4Config cfg_;

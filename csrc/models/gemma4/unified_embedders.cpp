@@ -1,5 +1,6 @@
 #include "models/gemma4/unified_embedders.h"
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -112,6 +113,9 @@ AudioOutput UnifiedAudioEmbedder::encode(const Tensor& frames) const {
     throw InputError(cat("audio: waveform frames must be f32 [n, ", E, "] contiguous, got ", frames.describe()));
   const int64_t n = frames.size(0), H_text = w_.embedding_projection.size(0);
   if (n < 1) throw InputError("audio: no waveform frames (an empty clip)");
+  const float* fp = frames.data_as<const float>();
+  for (int64_t i = 0; i < frames.numel(); ++i)
+    if (!std::isfinite(fp[i])) throw InputError(cat("audio: frames[", i / E, ", ", i % E, "] = ", fp[i], " is not finite"));
   AudioOutput out{Tensor(), Tensor::empty(DType::F32, {n, H_text})};
   ops::CommandScope scope(ex_);
   Tensor staged = Tensor::empty(DType::F32, {n, E}), normed = Tensor::empty(DType::F32, {n, E});
