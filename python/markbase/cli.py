@@ -48,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--image", action="append", default=[], metavar="PATH_OR_URL",
                      help="an image to put before the prompt (repeatable; a path, an http(s) or data: URL)")
     run.add_argument("--video", action="append", default=[], metavar="PATH", help="a video (repeatable)")
+    run.add_argument("--audio", action="append", default=[], metavar="PATH_OR_URL",
+                     help="an audio clip to put before the prompt (repeatable; WAV, FLAC, OGG, MP3, ...: any rate, "
+                          "resampled to 16 kHz; E2B, E4B and the 12B hear)")
+    run.add_argument("--max-audio-s", type=float, default=None,
+                     help="longest clip accepted, in seconds (default 30: the encoder's training length)")
     run.add_argument("--max-soft-tokens", type=int, default=None,
                      help="soft tokens per image / video frame: 70, 140, 280, 560 or 1120 (default: the checkpoint's)")
     _add_sampling(run)
@@ -63,10 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sampling(chat)
     chat.set_defaults(func=cmd_chat)
 
-    demo = sub.add_parser("demo", help="build a tiny synthetic checkpoint and run a text and an image turn",
+    demo = sub.add_parser("demo", help="build a tiny synthetic checkpoint and run a text, an image and an audio turn",
                           description="Build a tiny synthetic Gemma 4 checkpoint (random weights, no download) "
-                                      "in a temporary folder, run a text turn and an image turn through it and "
-                                      "print stage timings.")
+                                      "in a temporary folder, run a text turn, an image turn and (on families "
+                                      "that hear) an audio turn through it and print stage timings.")
     demo.add_argument("--family", default="e2b", choices=["e2b", "e4b", "26b", "31b", "12b"])
     demo.add_argument("--prompt", default="Tell me a story about a robot.")
     demo.add_argument("--max-new-tokens", type=int, default=32)
@@ -127,6 +132,7 @@ def cmd_run(args) -> int:
     load_s = time.perf_counter() - t0
     media = [{"type": "image", "image": p, "max_soft_tokens": args.max_soft_tokens} for p in args.image]
     media += [{"type": "video", "video": p, "max_soft_tokens": args.max_soft_tokens} for p in args.video]
+    media += [{"type": "audio", "audio": p, "max_audio_s": args.max_audio_s} for p in args.audio]
     content = media + [{"type": "text", "text": args.prompt}] if media else args.prompt
     messages = [{"role": "user", "content": content}]
     result = _print_stream(model.generate(messages, system=args.system, stream=True,
@@ -206,6 +212,11 @@ def cmd_demo(args) -> int:
             prompt = "What is in this picture?"
             rows += _demo_turn(model, args, "image turn", f"[image {image.shape[1]}×{image.shape[0]}] {prompt}",
                                [{"type": "image", "image": image}, {"type": "text", "text": prompt}])
+        if "audio" in model.modalities:
+            tone, rate = _demo_tone()
+            prompt = "Transcribe this."
+            rows += _demo_turn(model, args, "audio turn", f"[audio {len(tone) / rate:.1f} s, 440 Hz tone] {prompt}",
+                               [{"type": "audio", "audio": (tone, rate)}, {"type": "text", "text": prompt}])
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     print(f"{'stage':<{w0}}  {'time':>{w1}}  detail")
@@ -223,9 +234,13 @@ def _demo_turn(model, args, label: str, shown: str, content) -> list[tuple[str, 
                                           seed=args.seed, stream=True))
     sys.stdout.write("\n\n")
     rows = []
-    for kind, n in zip(result.media, result.soft_tokens):
-        rows.append((f"{kind} preprocess", f"{result.preprocess_s * 1000:.1f} ms", f"→ {n} soft tokens"))
-        rows.append((f"{kind} encode", f"{result.encode_s * 1000:.1f} ms", "encoder + embedder"))
+    for kind, n, pre, enc in zip(result.media, result.soft_tokens, result.media_preprocess_s, result.media_encode_s):
+        if kind == "audio":
+            rows.append(("audio features", f"{pre * 1000:.1f} ms", f"decode, resample, log-mel → {n} soft tokens"))
+            rows.append(("audio encode", f"{enc * 1000:.1f} ms", "audio tower + embed_audio"))
+        else:
+            rows.append((f"{kind} preprocess", f"{pre * 1000:.1f} ms", f"→ {n} soft tokens"))
+            rows.append((f"{kind} encode", f"{enc * 1000:.1f} ms", "vision encoder + embedder"))
     rows.append((f"prefill ({label})", f"{result.prefill_s * 1000:.1f} ms",
                  f"{result.prefill_tokens} tok, {result.prefill_tokens_per_s:.1f} tok/s"))
     if not result.media:
@@ -233,6 +248,15 @@ def _demo_turn(model, args, label: str, shown: str, content) -> list[tuple[str, 
     rows.append((f"decode ({label})", f"{result.decode_s * 1000:.1f} ms",
                  f"{len(result.token_ids)} tok, {result.decode_tokens_per_s:.1f} tok/s ({result.finish_reason})"))
     return rows
+
+
+def _demo_tone():
+    """A 2-second 440 Hz tone with a slow tremolo at 44.1 kHz (resampled to 16 kHz by the loader)."""
+    import numpy as np
+
+    rate = 44100
+    t = np.arange(2 * rate) / rate
+    return (0.4 * np.sin(2 * np.pi * 440 * t) * (0.75 + 0.25 * np.sin(2 * np.pi * 2 * t))).astype(np.float32), rate
 
 
 def _demo_image():

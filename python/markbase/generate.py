@@ -31,10 +31,12 @@ class GenerationResult:
     decode_s: float = 0.0
     time_to_first_token_s: float = 0.0
     prefill_tokens: int = 0         # tokens actually prefilled (a chat turn reuses its cache)
-    media: list[str] = field(default_factory=list)        # "image" / "video" of each item the prompt holds
+    media: list[str] = field(default_factory=list)        # "image" / "video" / "audio" of each item the prompt holds
     soft_tokens: list[int] = field(default_factory=list)  # soft tokens of each of those items
-    preprocess_s: float = 0.0       # image / video loading, resizing and patching (all items)
-    encode_s: float = 0.0           # vision encoder time (items encoded for this turn)
+    preprocess_s: float = 0.0       # media loading and preprocessing (all items): resize + patch, log-mel
+    encode_s: float = 0.0           # encoder time (items encoded for this turn)
+    media_preprocess_s: list[float] = field(default_factory=list)  # per item, as media
+    media_encode_s: list[float] = field(default_factory=list)      # per item: 0 when its soft tokens were reused
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -191,13 +193,13 @@ def run_generation(model, session, prompt: "Prompt | list[int]", opts: SamplingO
     if session.position + len(new) >= session.max_context:
         raise InputError(f"context limit: the prompt needs {session.position + len(new)} of {session.max_context} "
                          f"positions and leaves no room to generate")
+    encode0 = [it.encode_s for it in prompt.media]
     if prompt.media:
-        encode0 = sum(it.encode_s for it in prompt.media)
         session._prefill_media(np.asarray(prompt_ids, np.int32), prompt.media, reuse_prefix, False)
-        encode_s = sum(it.encode_s for it in prompt.media) - encode0
     else:
         session.prefill(np.asarray(new, np.int32))
-        encode_s = 0.0
+    item_encode_s = [it.encode_s - e0 for it, e0 in zip(prompt.media, encode0)]
+    encode_s = sum(item_encode_s)
     prefill_s = time.perf_counter() - t0 - encode_s
     stream = tok.stream()
     stops = _StopScanner(opts.stop)
@@ -246,7 +248,8 @@ def run_generation(model, session, prompt: "Prompt | list[int]", opts: SamplingO
                            prompt_tokens=len(prompt_ids), finish_reason=finish, stop=stop_hit, prefill_s=prefill_s,
                            decode_s=decode_s, time_to_first_token_s=ttft, prefill_tokens=len(new),
                            media=[it.kind for it in prompt.media], soft_tokens=[it.tokens for it in prompt.media],
-                           preprocess_s=sum(it.preprocess_s for it in prompt.media), encode_s=encode_s)
+                           preprocess_s=sum(it.preprocess_s for it in prompt.media), encode_s=encode_s,
+                           media_preprocess_s=[it.preprocess_s for it in prompt.media], media_encode_s=item_encode_s)
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -29,7 +29,8 @@ def test_demo():
     r = run("demo", "--max-new-tokens", "8")
     assert r.returncode == 0, r.stderr
     for stage in ("build synthetic checkpoint", "validate", "load", "prefill (text)", "decode (text)", "tok/s",
-                  "image preprocess", "image encode", "prefill (image turn)", "decode (image turn)"):
+                  "image preprocess", "image encode", "prefill (image turn)", "decode (image turn)",
+                  "audio features", "audio encode", "prefill (audio turn)", "decode (audio turn)", "50 soft tokens"):
         assert stage in r.stdout
 
 
@@ -59,6 +60,28 @@ def test_run_with_images_and_a_video(synthetic, tmp_path):
     assert "3 media (image 60 tok, image 64 tok, video 756 tok)" in r.stderr and "encode" in r.stderr  # 12 frames × 63
     bad = run("run", "--model", synthetic("e2b"), "--prompt", "x", "--image", str(tmp_path / "missing.png"))
     assert bad.returncode == 1 and "cannot read" in bad.stderr
+
+
+def test_run_with_audio(synthetic, tmp_path):
+    import numpy as np
+    import soundfile as sf
+
+    t = np.arange(int(1.5 * 22050)) / 22050
+    clip = tmp_path / "clip.ogg"
+    sf.write(clip, (0.3 * np.sin(2 * np.pi * 300 * t)).astype(np.float32), 22050, format="OGG", subtype="VORBIS")
+    r = run("run", "--model", synthetic("e4b"), "--prompt", "Transcribe this.", "--audio", str(clip),
+            "--max-new-tokens", "3", "-v")
+    assert r.returncode == 0, r.stderr
+    assert "1 media (audio 38 tok)" in r.stderr  # 1.5 s: 149 valid mel frames → 75 → 38 tokens
+    long = tmp_path / "long.wav"
+    sf.write(long, np.zeros(31 * 16000, np.float32), 16000)
+    bad = run("run", "--model", synthetic("e4b"), "--prompt", "x", "--audio", str(long))
+    assert bad.returncode == 1 and "longer than max_audio_s" in bad.stderr
+    ok = run("run", "--model", synthetic("e4b"), "--prompt", "x", "--audio", str(long), "--max-audio-s", "32",
+             "--max-new-tokens", "1")
+    assert ok.returncode == 0, ok.stderr
+    deaf = run("run", "--model", synthetic("31b"), "--prompt", "x", "--audio", str(clip))
+    assert deaf.returncode == 1 and "no audio" in deaf.stderr
 
 
 def test_run_same_seed_same_output(synthetic):
