@@ -8,8 +8,9 @@ with its `sample_rate`, or an `(array, sample_rate)` pair, and returns mono floa
   uint8 (x − 128) / 128); float arrays are taken as they are (they must be finite);
 - channels are averaged to mono; 2-D arrays are [samples, channels] (soundfile's layout), or
   [channels, samples] when the first dimension is at most 8 and the second longer;
-- other rates are resampled to 16 kHz by libsoxr at its "HQ" setting (`soxr`): the resampler librosa
-  uses by default, hence what transformers' `load_audio` and most Gemma pipelines feed the model.
+- other rates are resampled to 16 kHz by libsoxr at its "HQ" setting (`soxr`) and padded / trimmed to
+  ceil(N · 16000 / rate) samples: the steps of transformers' `load_audio` (soundfile backend) and of
+  `librosa.load`, so a file gives the model the samples transformers would.
 
 `log_mel(samples)` is `Gemma4AudioFeatureExtractor` for one clip (E2B/E4B): the same numpy operations in
 the same precision, so the features are bit-identical. `waveform_frames(samples)` is the 12B's
@@ -115,9 +116,9 @@ def _mono(arr: np.ndarray, what: str) -> np.ndarray:
         return arr
     if arr.ndim != 2:
         raise InputError(f"{what}: audio must be [samples] or [samples, channels], got shape {arr.shape}")
-    if arr.shape[0] <= 8 < arr.shape[1]:  # [channels, samples]
+    if not arr.shape[0] <= 8 < arr.shape[1]:  # to [channels, samples]
         arr = arr.T
-    return arr[:, 0] if arr.shape[1] == 1 else arr.mean(axis=1, dtype=np.float32)
+    return arr[0] if arr.shape[0] == 1 else arr.mean(axis=0)  # as transformers' load_audio
 
 
 def load_audio(src, sample_rate=None, what: str = "audio") -> np.ndarray:
@@ -159,7 +160,9 @@ def _finish(samples: np.ndarray, rate: int, what: str) -> np.ndarray:
     samples = np.ascontiguousarray(samples, dtype=np.float32)
     if rate != SAMPLE_RATE:
         import soxr
-        samples = soxr.resample(samples, rate, SAMPLE_RATE, quality="HQ").astype(np.float32, copy=False)
+        n = math.ceil(len(samples) * SAMPLE_RATE / rate)
+        samples = soxr.resample(samples, rate, SAMPLE_RATE, quality="soxr_hq")
+        samples = np.ascontiguousarray(np.pad(samples, (0, max(0, n - len(samples))))[:n], dtype=np.float32)
     return samples
 
 
