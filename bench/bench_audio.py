@@ -9,26 +9,14 @@ Run explicitly: `PYTHONPATH=python python3 -m pytest bench/bench_audio.py` (shar
 encoder checkpoint in ./.bench-cache). Speed is reported, never asserted.
 """
 
-import os
 import time
 
 import numpy as np
 import pytest
 
-import markbase as mb
-from bench_vision import ROOT, gemm_peak
+from bench_vision import gemm_peak
 
 SR = 16000
-
-
-@pytest.fixture(scope="module")
-def audio_model():
-    from markbase.testing import make_checkpoint
-
-    d = os.path.join(ROOT, "e2b-encoders-bf16")
-    if not os.path.exists(os.path.join(d, "generation_config.json")):
-        make_checkpoint(d, family="e2b", size="encoders", dtype="bf16")
-    return mb.load(d)
 
 
 def speech_like(seconds: float) -> np.ndarray:
@@ -52,7 +40,8 @@ def tower_flops(ac, text_hidden: int, n: int, frames: int) -> float:
 
 
 @pytest.mark.parametrize("seconds", [5, 30])
-def test_encode(benchmark, audio_model, summary, seconds):
+def test_encode(benchmark, encoders_model, summary, seconds):
+    audio_model = encoders_model
     clip = speech_like(seconds)
     t0 = time.perf_counter()
     item = audio_model.media.audio((clip, SR))

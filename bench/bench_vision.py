@@ -17,17 +17,7 @@ import pytest
 
 import markbase as mb
 
-ROOT = os.environ.get("MARKBASE_BENCH_DIR") or os.path.join(os.path.dirname(os.path.dirname(__file__)), ".bench-cache")
-
-
-@pytest.fixture(scope="module")
-def vision_model():
-    from markbase.testing import make_checkpoint
-
-    d = os.path.join(ROOT, "e2b-encoders-bf16")
-    if not os.path.exists(os.path.join(d, "generation_config.json")):
-        make_checkpoint(d, family="e2b", size="encoders", dtype="bf16")
-    return mb.load(d)
+from conftest import ROOT
 
 
 def tower_flops(vc, n: int) -> float:
@@ -62,7 +52,8 @@ def gemm_peak(n=2304, k=768, m=3072, rounds=5) -> dict:
     return out
 
 
-def test_encode_768(benchmark, vision_model, summary):
+def test_encode_768(benchmark, encoders_model, summary):
+    vision_model = encoders_model
     rng = np.random.default_rng(0)
     image = rng.integers(0, 256, (768, 768, 3), dtype=np.uint8)
     item = vision_model.media.image(image, 280)

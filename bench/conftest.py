@@ -1,6 +1,7 @@
 """Shared fixtures for the benchmarks (pytest-benchmark; run explicitly, e.g.
 `PYTHONPATH=python python3 -m pytest bench/bench_linear.py`). Speed is reported, never asserted."""
 
+import os
 import threading
 import time
 
@@ -8,6 +9,20 @@ import numpy as np
 import pytest
 
 _SUMMARY: list[str] = []
+ROOT = os.environ.get("MARKBASE_BENCH_DIR") or os.path.join(os.path.dirname(os.path.dirname(__file__)), ".bench-cache")
+
+
+@pytest.fixture(scope="session")
+def encoders_model():
+    """The real-size E2B vision and audio towers (random bf16 weights, ~1 GB written to ROOT the first time)
+    on a small text stack: the encoder benchmarks' checkpoint."""
+    import markbase as mb
+    from markbase.testing import make_checkpoint
+
+    d = os.path.join(ROOT, "e2b-encoders-bf16")
+    if not os.path.exists(os.path.join(d, "generation_config.json")):
+        make_checkpoint(d, family="e2b", size="encoders", dtype="bf16")
+    return mb.load(d)
 
 
 def _copy_seconds(src: np.ndarray, dst: np.ndarray, threads: int) -> float:

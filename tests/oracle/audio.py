@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from .families import TINY_MEDIA_IDS
+from .families import TINY_MEDIA_IDS, load_transformers
 
 VERSION = "v1"
 GREEDY = 32
@@ -100,20 +100,14 @@ def token_types(ids: np.ndarray) -> np.ndarray:
 
 def build(family_dir: str, family: str) -> str:
     import torch
-    import transformers
 
     from . import vision
 
     out = os.path.join(family_dir, f"audio-{VERSION}.npz")
     if os.path.exists(out):
         return out
-    from markbase.models.gemma4 import load_config
-
-    ckpt = os.path.join(family_dir, "f32")
-    cfg = load_config(ckpt)
+    cfg, model = load_transformers(family_dir)
     unified = cfg.is_unified
-    cls = transformers.Gemma4UnifiedForConditionalGeneration if unified else transformers.Gemma4ForConditionalGeneration
-    model = cls.from_pretrained(ckpt, dtype=torch.float32, attn_implementation="eager").eval()
     data: dict[str, np.ndarray] = {}
     feats = []
     with torch.no_grad():

@@ -108,6 +108,20 @@ def build_model(family: str, seed: int = 0):
     return model.eval()
 
 
+def load_transformers(family_dir: str):
+    """(markbase config, transformers model in eager f32) of an oracle family's f32 checkpoint."""
+    import torch
+    import transformers
+
+    from markbase.models.gemma4 import load_config
+
+    ckpt = os.path.join(family_dir, "f32")
+    cfg = load_config(ckpt)
+    cls = (transformers.Gemma4UnifiedForConditionalGeneration if cfg.is_unified
+           else transformers.Gemma4ForConditionalGeneration)
+    return cfg, cls.from_pretrained(ckpt, dtype=torch.float32, attn_implementation="eager").eval()
+
+
 def perturb(model, seed: int) -> None:
     """Moves every norm weight, layer_scalar, scale and clip bound away from its initial value."""
     import torch

@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from .families import TINY_MEDIA_IDS
+from .families import TINY_MEDIA_IDS, load_transformers
 
 VERSION = "v1"
 BUDGET = 70           # soft tokens per image (the smallest budget keeps the tiny grids inside the position tables)
@@ -61,19 +61,13 @@ def token_types(ids: np.ndarray) -> np.ndarray:
 
 def build(family_dir: str, family: str) -> str:
     import torch
-    import transformers
 
     out = os.path.join(family_dir, f"vision-{VERSION}.npz")
     if os.path.exists(out):
         return out
-    from markbase.models.gemma4 import load_config
-
-    ckpt = os.path.join(family_dir, "f32")
-    cfg = load_config(ckpt)
+    cfg, model = load_transformers(family_dir)
     unified = cfg.is_unified
     vc = cfg.vision_config
-    cls = transformers.Gemma4UnifiedForConditionalGeneration if unified else transformers.Gemma4ForConditionalGeneration
-    model = cls.from_pretrained(ckpt, dtype=torch.float32, attn_implementation="eager").eval()
     rows = BUDGET if unified else BUDGET * vc.pooling_kernel_size ** 2
     procs = [processed(vc, unified, im) for im in images()]
     padded = [p.padded(rows) for p in procs]

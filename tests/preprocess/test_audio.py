@@ -180,3 +180,28 @@ def test_length_limits():
         A.process_audio((np.zeros(160, np.float32), SR))
     with pytest.raises(mb.InputError, match="max_audio_s must be > 0"):
         A.process_audio((np.zeros(1600, np.float32), SR), max_audio_s=0)
+
+
+def test_audio_expansion_equals_the_processor():
+    """`<|audio|>` → `<|audio>` + n × `<|audio|>` + `<audio|>` with n from the processor's mask arithmetic,
+    next to an image in the same text."""
+    import types
+
+    from transformers.models.gemma4.processing_gemma4 import Gemma4Processor
+
+    from markbase.media import MediaItem, expand
+    from markbase.preprocess import process_image
+
+    tokens = {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>", "boi": "<|image>", "eoi": "<image|>",
+              "boa": "<|audio>", "eoa": "<audio|>"}
+    x = signal("chirp", 2.37)
+    clip = A.process_audio((x, SR))
+    item = MediaItem("audio", [], audio=clip)
+    image = MediaItem("image", [process_image(np.zeros((48, 64, 3), np.uint8), max_soft_tokens=70)])
+    ours = expand("a <|audio|> b <|image|> c", [item, image], tokens)
+    fake = types.SimpleNamespace(boa_token=tokens["boa"], eoa_token=tokens["eoa"], audio_token=tokens["audio"])
+    _, mask = hf([x])
+    want = Gemma4Processor.replace_audio_token(fake, {"input_features_mask": mask}, 0)
+    assert ours.startswith("a " + want + " b <|image>") and want.count("<|audio|>") == clip.num_soft_tokens == 59
+    with pytest.raises(mb.InputError, match="1 <\\|audio\\|> placeholder\\(s\\) but 2 audio"):
+        expand("<|audio|>", [item, item], tokens)

@@ -12,7 +12,8 @@ from markbase.preprocess import load_video, process_image
 from markbase.preprocess.video import sample_indices
 from references.media_files import mp4_bytes
 
-TOKENS = {"image": "<|image|>", "video": "<|video|>", "boi": "<|image>", "eoi": "<image|>"}
+TOKENS = {"image": "<|image|>", "video": "<|video|>", "audio": "<|audio|>", "boi": "<|image>", "eoi": "<image|>",
+          "boa": "<|audio>", "eoa": "<audio|>"}
 
 
 @pytest.mark.parametrize("total, num, fps, video_fps", [(100, 32, None, None), (45, 8, None, None), (32, 32, None, None),
