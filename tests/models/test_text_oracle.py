@@ -99,3 +99,20 @@ def test_reset_restarts_the_session(oracle, load_model):
     assert sess.position == 0
     b = sess.prefill(ref["ids"][:10])
     np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("chunk", [256, 5])
+@pytest.mark.parametrize("family", ["e2b", "e4b"])
+def test_kv_shared_prefill_shortcut(oracle, load_model, family, chunk, device):
+    """A last-token prefill runs the trailing KV-reuse layers for the last row only (inner chunks skip them):
+    its logits equal transformers' last row, and decoding on from that cache equals the full forward —
+    every cache the later tokens read was still written for every row."""
+    ref = reference(oracle, family)
+    ids = ref["ids"]
+    model = load_model(family, prefill_chunk=chunk, device=device)
+    sess = model.session()
+    last = sess.prefill(ids[:-4])
+    assert rel_err(last, ref["logits"][len(ids) - 5]) <= 1e-4
+    rows = [sess.decode(int(t)) for t in ids[-4:]]
+    assert rel_err(np.stack(rows), ref["logits"][-4:]) <= 1e-4

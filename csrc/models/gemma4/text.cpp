@@ -89,6 +89,8 @@ TextDecoder::TextDecoder(const TextConfig& cfg, TextWeights weights, TextSetting
     std::memcpy(t.data(), inv.data(), inv.size() * sizeof(float));
     inv_freq_.push_back(t);
   }
+  kv_shared_tail_ = cfg_.num_hidden_layers;
+  while (kv_shared_tail_ > 0 && cfg_.layers[size_t(kv_shared_tail_ - 1)].reuses_kv()) --kv_shared_tail_;
   if (cfg_.enable_moe_block) {
     moe_row_token_ = Tensor::empty(DType::I32, {kMoeGatheredRows});
     for (int64_t r = 0; r < kMoeGatheredRows; ++r) moe_row_token_.data_as<int32_t>()[r] = int32_t(r / cfg_.top_k_experts);
@@ -250,8 +252,22 @@ void TextDecoder::forward_chunk(DecoderState& st, const Tensor* x_rows, const in
   }
   const size_t layer_mark = A.mark();
 
+  // KV-shared prefill shortcut (spec §2.6): the trailing layers that reuse earlier layers' K/V add nothing
+  // to any cache, so their rows matter only where logits are read. Without all_logits they run for the
+  // last row alone (or not at all in an inner chunk that computes no logits).
+  const int64_t shortcut_from = all_logits ? L : kv_shared_tail_;
+  int64_t rows = T;  // rows the layers still carry
   for (int64_t l = 0; l < L; ++l) {
+    if (l == shortcut_from && rows > 1) {
+      if (!logits_rows.defined()) break;
+      x = x.slice(0, rows - 1, rows);
+      positions = positions.slice(0, rows - 1, rows);
+      if (blocks.defined()) blocks = blocks.slice(0, rows - 1, rows);
+      if (P > 0) ple = ple.slice(0, rows - 1, rows);
+      rows = 1;
+    }
     A.reset(layer_mark);
+    const int64_t T = rows;
     const TextLayerWeights& lw = w_.layers[size_t(l)];
     attention_block(st, l, x, positions, blocks.defined() ? &blocks : nullptr, T);
     feed_forward_block(st, l, x, T);
@@ -275,7 +291,7 @@ void TextDecoder::forward_chunk(DecoderState& st, const Tensor* x_rows, const in
 
   if (logits_rows.defined()) {
     A.reset(layer_mark);
-    Tensor last = all_logits ? x : x.slice(0, T - 1, T);
+    Tensor last = all_logits ? x : x.slice(0, x.size(0) - 1, x.size(0));
     const int64_t R = last.size(0);
     Tensor normed = A.tensor(DType::F32, {R, H});
     ops::rms_norm(last, w_.norm, float(cfg_.rms_norm_eps), normed, st.ex);

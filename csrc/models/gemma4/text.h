@@ -116,6 +116,7 @@ class TextDecoder {
   TextSettings settings_;
   Exec ex_;
   std::vector<Tensor> inv_freq_;  // per layer: [n] f32 rope table
+  int64_t kv_shared_tail_ = 0;    // first of the trailing layers that all reuse K/V (L when none do)
   // MoE, gathered path (moe_experts_gathered, T·top_k <= kMoeGatheredRows): constants the host writes
   // once, so no host write lands in arena memory that queued dispatches may still use.
   static constexpr int64_t kMoeGatheredRows = 16;
