@@ -75,6 +75,22 @@ struct LinearArgs {
   mb_u32 has_bias;
 };
 
+// ---- quant.metal ----
+// linear_quantized: x [M, K] f32, q [N, row_bytes] u8, scales / biases [N, groups], bias [N], out [M, N] f32.
+struct QuantLinearArgs {
+  mb_u32 M, K, N;
+  mb_u32 has_bias;
+  mb_u32 row_bytes;   // K · bits / 8
+  mb_u32 groups;      // K / group_size
+  mb_u32 group_size;
+};
+// embedding_quantized: table [N rows, K columns] in `lin`, ids [T] i32, out [T, K] f32.
+struct QuantEmbeddingArgs {
+  QuantLinearArgs lin;
+  mb_u32 T;
+  float scale;
+};
+
 // ---- embedding.metal ----
 // out[t, d] = f32(table[ids[t], d]) * scale for t < T, d < D.
 struct EmbeddingArgs {

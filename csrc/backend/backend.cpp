@@ -10,6 +10,12 @@ void Backend::linear(const Tensor&, const Tensor&, const Tensor*, Tensor&) const
 void Backend::linear_gathered(const Tensor&, const Tensor&, const Tensor&, Tensor&) const {
   no_kernel("linear_gathered");
 }
+void Backend::linear_quantized(const Tensor&, const ops::QuantizedMatrix&, const Tensor*, Tensor&) const {
+  no_kernel("linear_quantized");
+}
+void Backend::embedding_quantized(const ops::QuantizedMatrix&, const Tensor&, Tensor&, float) const {
+  no_kernel("embedding_quantized");
+}
 void Backend::embedding(const Tensor&, const Tensor&, Tensor&, float) const { no_kernel("embedding"); }
 void Backend::topk(const Tensor&, int64_t, Tensor&, Tensor&) const { no_kernel("topk"); }
 void Backend::attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor*,

@@ -38,6 +38,9 @@ class Backend {
   // linear (ops/linear.h)
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) const;
   virtual void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) const;
+  // quant (ops/quant.h)
+  virtual void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out) const;
+  virtual void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const;
   // embedding (ops/embedding.h), topk (ops/topk.h)
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out, float scale) const;
   virtual void topk(const Tensor& x, int64_t k, Tensor& values, Tensor& indices) const;

@@ -3,7 +3,25 @@
 #pragma once
 #include <cstdint>
 
+#include "core/tensor.h"
+
 namespace mb::ops {
+
+// quantized weights (ops/quant.h): a matrix [rows, cols] in MLX's affine format,
+//   w[r, c] = scales[r, c / group_size] · q[r, c] + biases[r, c / group_size],
+// q an unsigned `bits`-bit integer. Packing is the little-endian byte image of MLX's uint32 words:
+// bits = 8, one value per byte; bits = 4, two per byte, the even column in the low nibble.
+struct QuantizedMatrix {
+  Tensor q;            // u8 [rows, cols · bits / 8]
+  Tensor scales;       // [rows, cols / group_size] f32 / bf16 / f16
+  Tensor biases;       // like scales
+  int bits = 0;        // 4 or 8; 0 = no matrix
+  int group_size = 0;  // 32, 64 or 128
+
+  bool defined() const { return bits != 0; }
+  int64_t rows() const { return q.size(0); }
+  int64_t cols() const { return q.size(1) * 8 / bits; }
+};
 
 // attention (ops/attention.h)
 struct AttentionParams {

@@ -8,6 +8,7 @@
 #include "backend/cpu/moe.h"
 #include "backend/cpu/norm.h"
 #include "backend/cpu/pool.h"
+#include "backend/cpu/quant.h"
 #include "backend/cpu/rope.h"
 #include "backend/cpu/shape.h"
 #include "backend/cpu/softmax.h"
@@ -27,6 +28,12 @@ class CpuBackend final : public Backend {
   }
   void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) const override {
     ref_ ? cpu::linear_gathered_ref(x, w, ids, out) : cpu::linear_gathered_fast(x, w, ids, out);
+  }
+  void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out) const override {
+    ref_ ? cpu::linear_quantized_ref(x, w, bias, out) : cpu::linear_quantized_fast(x, w, bias, out);
+  }
+  void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const override {
+    cpu::embedding_quantized(table, ids, out, scale);  // a gather: one kernel serves as reference and fast
   }
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out, float scale) const override {
     ref_ ? cpu::embedding_ref(table, ids, out, scale) : cpu::embedding_fast(table, ids, out, scale);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/quant.h"
 #include "backend/cpu/simd.h"
 #include "core/thread_pool.h"
 
@@ -121,7 +122,22 @@ void pack_b(const GemmB& B, int64_t n0, int64_t nc, int64_t k0, int64_t kc, floa
   }
 }
 
+// The same panels from a quantized B: each row's k range dequantized once, then spread into its column.
+void pack_quantized(const ops::QuantizedMatrix& q, int64_t n0, int64_t nc, int64_t k0, int64_t kc, float* out) {
+  float row[kKC];
+  const int64_t panels = (nc + kNR - 1) / kNR;
+  for (int64_t p = 0; p < panels; ++p) {
+    float* dst = out + p * kc * kNR;
+    const int64_t cols = std::min<int64_t>(kNR, nc - p * kNR);
+    for (int64_t j = 0; j < kNR; ++j) {
+      if (j < cols) dequantize_row(q, n0 + p * kNR + j, k0, kc, row);
+      for (int64_t k = 0; k < kc; ++k) dst[k * kNR + j] = j < cols ? row[k] : 0.f;
+    }
+  }
+}
+
 void pack(const GemmB& B, int64_t n0, int64_t nc, int64_t k0, int64_t kc, float* out) {
+  if (B.quant) return pack_quantized(*B.quant, n0, nc, k0, kc, out);
   dispatch_float(B.dtype, [&](auto tag) { pack_b<decltype(tag)>(B, n0, nc, k0, kc, out); });
 }
 

@@ -11,14 +11,17 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "ops/params.h"
 
 namespace mb::cpu {
 
-// B[n, k] at data + n·stride_n + k·stride_k (elements), f32 / bf16 / f16.
+// B[n, k] at data + n·stride_n + k·stride_k (elements), f32 / bf16 / f16; or, when `quant` is set, the
+// quantized matrix's values s·q + b (data, dtype and strides unused).
 struct GemmB {
   const void* data;
   DType dtype;
   int64_t stride_n, stride_k;
+  const ops::QuantizedMatrix* quant = nullptr;
 };
 
 // A: [M, K] f32 with row stride lda; C: [M, N] f32 with row stride ldc (written, not accumulated into).

@@ -2,6 +2,7 @@
 // differing only in their KernelLauncher. Both are always registered; available() says why one cannot
 // run here (metal-sim without clang 22 at build time, metal off macOS or without a GPU).
 #include "backend/metal/attention_dispatch.h"
+#include "backend/metal/quant_dispatch.h"
 #include "backend/metal/conv_dispatch.h"
 #include "backend/metal/elementwise_dispatch.h"
 #include "backend/metal/embedding_dispatch.h"
@@ -48,6 +49,12 @@ class MetalBackend final : public Backend {
   }
   void topk(const Tensor& x, int64_t k, Tensor& values, Tensor& indices) const override {
     metal::topk(L(), x, k, values, indices);
+  }
+  void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out) const override {
+    metal::linear_quantized(L(), x, w, bias, out);
+  }
+  void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const override {
+    metal::embedding_quantized(L(), table, ids, out, scale);
   }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
                  const Tensor* q_block, const Tensor* k_block, Tensor& out,

@@ -1,0 +1,237 @@
+// Affine-quantized linear and embedding kernels (ops/quant.h). A weight is s·q + b per group of
+// `group_size` columns, q a 4- or 8-bit unsigned integer; all products and sums are f32.
+#include "backend/cpu/quant.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/simd.h"
+#include "core/thread_pool.h"
+
+namespace mb::cpu {
+
+namespace {
+
+inline uint32_t q_at(const uint8_t* row, int64_t c, int bits) {
+  if (bits == 8) return row[c];
+  const uint8_t b = row[c >> 1];
+  return (c & 1) ? uint32_t(b >> 4) : uint32_t(b & 0x0F);
+}
+
+float bias_at(const Tensor* bias, int64_t n) {
+  if (!bias) return 0.f;
+  float v = 0.f;
+  dispatch_float(bias->dtype(), [&](auto tag) { v = load_f32(bias->data_as<const decltype(tag)>() + n); });
+  return v;
+}
+
+int64_t id_at(const Tensor& ids, int64_t t) {
+  return ids.dtype() == DType::I32 ? int64_t(ids.data_as<const int32_t>()[t]) : ids.data_as<const int64_t>()[t];
+}
+
+// ---------------------------------------------------------------------------------------- decode (GEMV)
+// One x row against R weight rows: out[r] = Σ_g s[r,g]·(Σ_{k∈g} q·x) + b[r,g]·xsum[g]. For 4-bit the x
+// row comes deinterleaved (xe: even columns, xo: odd), matching the low / high nibbles of each byte.
+struct GemvArgs {
+  const float* x;     // [K] (8-bit)
+  const float* xe;    // [K/2] (4-bit)
+  const float* xo;    // [K/2] (4-bit)
+  const float* xsum;  // [G]: Σ x over each group
+  const uint8_t* q;   // first row's packed values
+  int64_t row_bytes;
+  int64_t G;          // groups per row
+  int gs;             // group size
+};
+
+template <int R, int BITS, class ST>
+void gemv_rows_portable(const GemvArgs& a, const ST* s, const ST* b, float* out) {
+  float acc[R] = {}, bacc[R] = {};
+  for (int64_t g = 0; g < a.G; ++g) {
+    float d[R] = {};
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* row = a.q + r * a.row_bytes;
+      if constexpr (BITS == 8) {
+        for (int j = 0; j < a.gs; ++j) d[r] += float(row[g * a.gs + j]) * a.x[g * a.gs + j];
+      } else {
+        for (int j = 0; j < a.gs / 2; ++j) {
+          const uint8_t v = row[g * a.gs / 2 + j];
+          d[r] += float(v & 0x0F) * a.xe[g * a.gs / 2 + j] + float(v >> 4) * a.xo[g * a.gs / 2 + j];
+        }
+      }
+      acc[r] += load_f32(s + r * a.G + g) * d[r];
+      bacc[r] += load_f32(b + r * a.G + g) * a.xsum[g];
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = acc[r] + bacc[r];
+}
+
+#if MB_HAVE_X86_SIMD
+template <int R, int BITS, class ST>
+MB_AVX2_TARGET void gemv_rows_avx2(const GemvArgs& a, const ST* s, const ST* b, float* out) {
+  __m256 acc[R];
+  float bacc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), bacc[r] = 0.f;
+  const __m256i low4 = _mm256_set1_epi32(0x0F);
+  for (int64_t g = 0; g < a.G; ++g) {
+    __m256 d[R];
+    for (int r = 0; r < R; ++r) d[r] = _mm256_setzero_ps();
+    if constexpr (BITS == 8) {
+      const float* xg = a.x + g * a.gs;
+      for (int j = 0; j < a.gs; j += 8) {
+        const __m256 xv = _mm256_loadu_ps(xg + j);
+        for (int r = 0; r < R; ++r) {
+          const __m128i qb = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.q + r * a.row_bytes + g * a.gs + j));
+          d[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(qb)), xv, d[r]);
+        }
+      }
+    } else {
+      const int64_t base = g * a.gs / 2;
+      for (int j = 0; j < a.gs / 2; j += 8) {
+        const __m256 xev = _mm256_loadu_ps(a.xe + base + j), xov = _mm256_loadu_ps(a.xo + base + j);
+        for (int r = 0; r < R; ++r) {
+          const __m128i qb = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.q + r * a.row_bytes + base + j));
+          const __m256i w = _mm256_cvtepu8_epi32(qb);
+          const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(w, low4));
+          const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(w, 4));
+          d[r] = _mm256_fmadd_ps(lo, xev, d[r]);
+          d[r] = _mm256_fmadd_ps(hi, xov, d[r]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(s + r * a.G + g)), d[r], acc[r]);
+      bacc[r] += load_f32(b + r * a.G + g) * a.xsum[g];
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + bacc[r];
+}
+#endif
+
+constexpr int kGemvRows = 4;  // weight rows per tile: four independent streams and accumulators
+
+template <int BITS, class ST>
+void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor* bias, float* Y) {
+  const int64_t N = w.rows(), K = w.cols(), G = K / w.group_size, row_bytes = w.q.size(1);
+  const int gs = w.group_size;
+  // Per x row: group sums, and for 4-bit the even / odd columns apart (the nibble order).
+  thread_local std::vector<float> prep;
+  const int64_t per_row = G + (BITS == 4 ? K : 0);
+  if (prep.size() < size_t(M * per_row)) prep.resize(size_t(M * per_row));
+  for (int64_t m = 0; m < M; ++m) {
+    const float* x = X + m * K;
+    float* xsum = prep.data() + m * per_row;
+    for (int64_t g = 0; g < G; ++g) {
+      float acc = 0.f;
+      for (int j = 0; j < gs; ++j) acc += x[g * gs + j];
+      xsum[g] = acc;
+    }
+    if constexpr (BITS == 4)
+      for (int64_t k = 0; k < K / 2; ++k) xsum[G + k] = x[2 * k], xsum[G + K / 2 + k] = x[2 * k + 1];
+  }
+  const ST* scales = w.scales.data_as<const ST>();
+  const ST* biases = w.biases.data_as<const ST>();
+  using TileFn = void (*)(const GemvArgs&, const ST*, const ST*, float*);
+  TileFn tile4 = gemv_rows_portable<kGemvRows, BITS, ST>, tile1 = gemv_rows_portable<1, BITS, ST>;
+#if MB_HAVE_X86_SIMD
+  if (cpu_has_avx2()) tile4 = gemv_rows_avx2<kGemvRows, BITS, ST>, tile1 = gemv_rows_avx2<1, BITS, ST>;
+#endif
+  const float* P = prep.data();  // (a thread_local named inside the lambda would be each worker's own)
+  const int64_t tiles = (N + kGemvRows - 1) / kGemvRows;
+  const int64_t bytes_per_tile = kGemvRows * row_bytes;
+  parallel_for(tiles, std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(bytes_per_tile, 1)),
+               [&](int64_t t0, int64_t t1) {
+    float res[kGemvRows];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n0 = t * kGemvRows, nr = std::min<int64_t>(kGemvRows, N - n0);
+      for (int64_t m = 0; m < M; ++m) {
+        const float* xsum = P + m * per_row;
+        const GemvArgs a{X + m * K, xsum + G, xsum + G + K / 2, xsum, w.q.data_as<const uint8_t>() + n0 * row_bytes,
+                         row_bytes, G, gs};
+        if (nr == kGemvRows) {
+          tile4(a, scales + n0 * G, biases + n0 * G, res);
+        } else {
+          for (int64_t r = 0; r < nr; ++r) {
+            GemvArgs one = a;
+            one.q += r * row_bytes;
+            tile1(one, scales + (n0 + r) * G, biases + (n0 + r) * G, res + r);
+          }
+        }
+        for (int64_t r = 0; r < nr; ++r) Y[m * N + n0 + r] = res[r] + bias_at(bias, n0 + r);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void dequantize_row(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_t n, float* dst) {
+  const int64_t G = m.cols() / m.group_size;
+  const uint8_t* row = m.q.data_as<const uint8_t>() + r * m.q.size(1);
+  dispatch_float(m.scales.dtype(), [&](auto tag) {
+    using ST = decltype(tag);
+    const ST* s = m.scales.data_as<const ST>() + r * G;
+    const ST* b = m.biases.data_as<const ST>() + r * G;
+    for (int64_t i = 0; i < n;) {
+      const int64_t c = c0 + i, g = c / m.group_size, end = std::min(n, i + (g + 1) * m.group_size - c);
+      const float sv = load_f32(s + g), bv = load_f32(b + g);
+      for (; i < end; ++i) dst[i] = sv * float(q_at(row, c0 + i, m.bits)) + bv;
+    }
+  });
+}
+
+void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out) {
+  const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = w.rows();
+  std::vector<float> row(static_cast<size_t>(K));
+  const float* X = x.data_as<const float>();
+  float* Y = out.data_as<float>();
+  for (int64_t n = 0; n < N; ++n) {
+    dequantize_row(w, n, 0, K, row.data());
+    for (int64_t m = 0; m < M; ++m) {
+      float acc = 0.f;
+      for (int64_t k = 0; k < K; ++k) acc += X[m * K + k] * row[size_t(k)];
+      Y[m * N + n] = acc + bias_at(bias, n);
+    }
+  }
+}
+
+void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out) {
+  const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = w.rows();
+  if (M == 0 || N == 0) return;
+  const float* X = x.data_as<const float>();
+  float* Y = out.data_as<float>();
+  if (M > 4) {
+    thread_local std::vector<float> bbuf;
+    const float* bf = nullptr;
+    if (bias) {
+      if (bbuf.size() < size_t(N)) bbuf.resize(size_t(N));
+      for (int64_t n = 0; n < N; ++n) bbuf[size_t(n)] = bias_at(bias, n);
+      bf = bbuf.data();
+    }
+    GemmB B{nullptr, DType::F32, 0, 0};
+    B.quant = &w;
+    gemm(M, N, K, X, K, B, bf, Y, N);
+    return;
+  }
+  dispatch_float(w.scales.dtype(), [&](auto tag) {
+    using ST = decltype(tag);
+    if (w.bits == 8) gemv<8, ST>(X, M, w, bias, Y);
+    else gemv<4, ST>(X, M, w, bias, Y);
+  });
+}
+
+void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) {
+  const int64_t T = ids.size(0), D = table.cols();
+  if (T == 0 || D == 0) return;
+  float* Y = out.data_as<float>();
+  parallel_for(T, std::max<int64_t>(1, kElementwiseGrain / D), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* y = Y + t * D;
+      dequantize_row(table, id_at(ids, t), 0, D, y);
+      for (int64_t d = 0; d < D; ++d) y[d] *= scale;
+    }
+  });
+}
+
+}  // namespace mb::cpu

@@ -1,0 +1,20 @@
+// CPU kernels for ops/quant.h (affine-quantized weights). Arguments are validated by the front door.
+#pragma once
+#include "core/tensor.h"
+#include "ops/params.h"
+
+namespace mb::cpu {
+
+// One f32 accumulator per output, k in order, each weight dequantized as s·q + b before its product.
+void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out);
+// M <= 4 rows (decode): threads over blocks of weight rows, each row read once; per group
+// s·Σ q·x + b·Σ x (AVX2: bytes widened to f32 in registers). More rows: the blocked GEMM
+// (gemm.h) with the weight panels dequantized as they are packed.
+void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out);
+// Gather + dequantize (s·q + b) · scale; the reference and the fast kernel at once.
+void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale);
+
+// f32 values s·q + b of row r, columns [c0, c0 + n) (c0 a multiple of 2 for 4-bit), into dst.
+void dequantize_row(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_t n, float* dst);
+
+}  // namespace mb::cpu

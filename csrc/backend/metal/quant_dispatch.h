@@ -1,0 +1,15 @@
+// Metal-backend dispatch for ops/quant.h (kernels: metal/quant.metal). Arguments are validated by the
+// front door; this picks the kernel (matvec for M <= 4 rows, else tiled), sizes the grid, binds buffers.
+#pragma once
+#include "backend/metal/launcher.h"
+#include "core/tensor.h"
+#include "ops/params.h"
+
+namespace mb::metal {
+
+void linear_quantized(KernelLauncher& L, const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out);
+// ids: i32 (DeviceError for i64 ids, which no model passes).
+void embedding_quantized(KernelLauncher& L, const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out,
+                         float scale);
+
+}  // namespace mb::metal

@@ -1,0 +1,71 @@
+// markbase._core.ops: quantize, dequantize, linear_quantized, embedding_quantized (ops/quant.h).
+#include <string>
+
+#include "bindings/registry.h"
+#include "bindings/tensor_py.h"
+#include "ops/quant.h"
+
+namespace mb::py_bind {
+namespace {
+
+ops::QuantizedMatrix matrix_of(const py::object& q, const py::object& scales, const py::object& biases, int bits,
+                               int group_size, const char* op) {
+  ops::QuantizedMatrix m;
+  m.q = as_tensor(q, op, "q");
+  m.scales = as_tensor(scales, op, "scales");
+  m.biases = as_tensor(biases, op, "biases");
+  m.bits = bits;
+  m.group_size = group_size;
+  return m;
+}
+
+void bind(py::module_& m) {
+  m.def("quantize", [](const py::object& wo, int bits, int group_size, const std::string& scale_dtype) {
+    Tensor w = as_tensor(wo, "quantize", "w");
+    ops::QuantizedMatrix q;
+    {
+      py::gil_scoped_release nogil;
+      q = ops::quantize_affine(w, bits, group_size, dtype_from_name(scale_dtype));
+    }
+    return py::make_tuple(q.q, q.scales, q.biases);
+  }, py::arg("w"), py::kw_only(), py::arg("bits") = 4, py::arg("group_size") = 64, py::arg("scale_dtype") = "bf16",
+     "MLX's affine quantization of w [rows, cols] (f32 / bf16 / f16): (q u8 [rows, cols·bits/8], scales, biases "
+     "[rows, cols/group_size] as scale_dtype); w ≈ scales·q + biases per group.");
+  m.def("dequantize", [](const py::object& q, const py::object& s, const py::object& b, int bits, int group_size) {
+    return ops::dequantize_affine(matrix_of(q, s, b, bits, group_size, "dequantize"));
+  }, py::arg("q"), py::arg("scales"), py::arg("biases"), py::kw_only(), py::arg("bits"), py::arg("group_size"),
+     "f32 [rows, cols] = scales·q + biases.");
+  m.def("linear_quantized", [](const py::object& xo, const py::object& q, const py::object& s, const py::object& b,
+                               int bits, int group_size, const py::object& bo, const py::object& out,
+                               const std::string& device, bool reference) {
+    const char* op = "linear_quantized";
+    Tensor x = as_tensor(xo, op, "x");
+    ops::QuantizedMatrix w = matrix_of(q, s, b, bits, group_size, op);
+    std::optional<Tensor> bias = as_optional_tensor(bo, op, "bias");
+    Shape shape = x.shape();
+    if (!shape.empty() && w.q.dim() == 2) shape.back() = w.q.size(0);
+    Tensor y = out_or_empty(out, op, DType::F32, shape);
+    run_ops(device, reference, [&](const Exec& ex) { ops::linear_quantized(x, w, bias ? &*bias : nullptr, y, ex); });
+    return y;
+  }, py::arg("x"), py::arg("q"), py::arg("scales"), py::arg("biases"), py::kw_only(), py::arg("bits"),
+     py::arg("group_size"), py::arg("bias") = py::none(), py::arg("out") = py::none(), py::arg("device") = "cpu",
+     py::arg("reference") = false, "x [..., K] f32 times the dequantized [N, K] matrix transposed (+ bias): [..., N] f32.");
+  m.def("embedding_quantized", [](const py::object& q, const py::object& s, const py::object& b, int bits,
+                                  int group_size, const py::object& ido, float scale, const py::object& out,
+                                  const std::string& device, bool reference) {
+    const char* op = "embedding_quantized";
+    ops::QuantizedMatrix t = matrix_of(q, s, b, bits, group_size, op);
+    Tensor ids = as_tensor(ido, op, "ids");
+    const int64_t cols = t.q.dim() == 2 && (bits == 4 || bits == 8) ? t.q.size(1) * 8 / bits : 0;
+    Tensor y = out_or_empty(out, op, DType::F32, {ids.dim() == 1 ? ids.size(0) : 0, cols});
+    run_ops(device, reference, [&](const Exec& ex) { ops::embedding_quantized(t, ids, y, scale, ex); });
+    return y;
+  }, py::arg("q"), py::arg("scales"), py::arg("biases"), py::kw_only(), py::arg("bits"), py::arg("group_size"),
+     py::arg("ids"), py::arg("scale") = 1.0f, py::arg("out") = py::none(), py::arg("device") = "cpu",
+     py::arg("reference") = false, "Rows ids of the dequantized table, times scale: [T, cols] f32.");
+}
+
+Registrar reg("ops", bind);
+
+}  // namespace
+}  // namespace mb::py_bind

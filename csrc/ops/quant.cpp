@@ -1,0 +1,204 @@
+#include "ops/quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/thread_pool.h"
+#include "ops/check.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/run_op.h"
+
+namespace mb::ops {
+
+namespace {
+
+// f(tag) with tag the storage type of a float dtype (the host-side tools below read and write any).
+template <class F>
+void with_float_type(DType t, F&& f) {
+  switch (t) {
+    case DType::F32: f(float{}); break;
+    case DType::BF16: f(bf16_t{}); break;
+    case DType::F16: f(f16_t{}); break;
+    default: throw InputError(cat("internal: not a float dtype: ", dtype_name(t)));
+  }
+}
+
+// Value c of a packed row (bits 4: low nibble for even c).
+inline uint32_t q_at(const uint8_t* row, int64_t c, int bits) {
+  if (bits == 8) return row[c];
+  const uint8_t b = row[c >> 1];
+  return (c & 1) ? uint32_t(b >> 4) : uint32_t(b & 0x0F);
+}
+
+}  // namespace
+
+void check_quantized(const QuantizedMatrix& m, const char* op, const char* what) {
+  Check c{op};
+  if (m.bits != 4 && m.bits != 8) c.fail(cat(what, ": bits must be 4 or 8, got ", m.bits));
+  if (m.group_size != 32 && m.group_size != 64 && m.group_size != 128)
+    c.fail(cat(what, ": group_size must be 32, 64 or 128, got ", m.group_size));
+  const std::string qn = cat(what, ".q"), sn = cat(what, ".scales"), bn = cat(what, ".biases");
+  c.rank(m.q, qn.c_str(), 2);
+  c.dtype(m.q, qn.c_str(), {DType::U8});
+  c.contiguous(m.q, qn.c_str());
+  const int64_t rows = m.q.size(0), cols = m.q.size(1) * 8 / m.bits;
+  if (cols % m.group_size)
+    c.fail(cat(what, ": ", cols, " columns are not a whole number of groups of ", m.group_size));
+  c.rank(m.scales, sn.c_str(), 2);
+  c.dtype(m.scales, sn.c_str(), {DType::F32, DType::BF16, DType::F16});
+  c.contiguous(m.scales, sn.c_str());
+  if (m.scales.size(0) != rows || m.scales.size(1) != cols / m.group_size)
+    c.fail(cat(sn, " ", m.scales.describe(), " must be [", rows, ", ", cols / m.group_size, "] for ", qn, " ",
+               m.q.describe(), " (", m.bits, "-bit, groups of ", m.group_size, ")"));
+  c.contiguous(m.biases, bn.c_str());
+  if (m.biases.shape() != m.scales.shape() || m.biases.dtype() != m.scales.dtype())
+    c.fail(cat(bn, " ", m.biases.describe(), " must match ", sn, " ", m.scales.describe()));
+}
+
+QuantizedMatrix quantize_affine(const Tensor& w, int bits, int group_size, DType scale_dtype) {
+  Check c{"quantize"};
+  c.rank(w, "w", 2);
+  c.dtype(w, "w", {DType::F32, DType::BF16, DType::F16});
+  c.contiguous(w, "w");
+  if (bits != 4 && bits != 8) c.fail(cat("bits must be 4 or 8, got ", bits));
+  if (group_size != 32 && group_size != 64 && group_size != 128)
+    c.fail(cat("group_size must be 32, 64 or 128, got ", group_size));
+  if (scale_dtype != DType::F32 && scale_dtype != DType::BF16 && scale_dtype != DType::F16)
+    c.fail(cat("scales must be stored as f32, bf16 or f16, got ", dtype_name(scale_dtype)));
+  const int64_t R = w.size(0), C = w.size(1);
+  if (C % group_size) c.fail(cat("w ", w.describe(), ": ", C, " columns are not a multiple of group_size ", group_size));
+  const int64_t G = C / group_size;
+  QuantizedMatrix m;
+  m.bits = bits;
+  m.group_size = group_size;
+  m.q = Tensor::empty(DType::U8, {R, C * bits / 8});
+  m.scales = Tensor::empty(scale_dtype, {R, G});
+  m.biases = Tensor::empty(scale_dtype, {R, G});
+  const float n_bins = float((1 << bits) - 1), eps = 1e-7f;
+  with_float_type(w.dtype(), [&](auto wtag) {
+    using WT = decltype(wtag);
+    with_float_type(scale_dtype, [&](auto stag) {
+      using ST = decltype(stag);
+      const WT* src = w.data_as<const WT>();
+      uint8_t* qs = m.q.data_as<uint8_t>();
+      ST* scales = m.scales.data_as<ST>();
+      ST* biases = m.biases.data_as<ST>();
+      parallel_for(R, std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(C, 1)), [&](int64_t r0, int64_t r1) {
+        float vals[128];
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t g = 0; g < G; ++g) {
+            float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+            for (int j = 0; j < group_size; ++j) {
+              vals[j] = load_f32(src + r * C + g * group_size + j);
+              lo = std::min(lo, vals[j]);
+              hi = std::max(hi, vals[j]);
+            }
+            const bool min_heavier = std::abs(lo) > std::abs(hi);
+            float scale = std::max((hi - lo) / n_bins, eps);
+            scale = min_heavier ? scale : -scale;
+            const float edge = min_heavier ? lo : hi;
+            const float q0 = std::rint(edge / scale);
+            float bias = 0.f;
+            if (q0 != 0.f) {
+              scale = edge / q0;
+              bias = edge;
+            }
+            uint8_t* row = qs + r * (C * bits / 8) + g * group_size * bits / 8;
+            for (int j = 0; j < group_size; ++j) {
+              const float qv = std::min(std::max(std::rint((vals[j] - bias) / scale), 0.f), n_bins);
+              const uint32_t u = uint32_t(qv);
+              if (bits == 8) {
+                row[j] = uint8_t(u);
+              } else if (j & 1) {
+                row[j >> 1] = uint8_t(row[j >> 1] | (u << 4));
+              } else {
+                row[j >> 1] = uint8_t(u);
+              }
+            }
+            store_f32(scales + r * G + g, scale);
+            store_f32(biases + r * G + g, bias);
+          }
+      });
+    });
+  });
+  return m;
+}
+
+Tensor dequantize_affine(const QuantizedMatrix& m) {
+  check_quantized(m, "dequantize", "w");
+  const int64_t R = m.rows(), C = m.cols(), G = C / m.group_size, row_bytes = m.q.size(1);
+  Tensor out = Tensor::empty(DType::F32, {R, C});
+  with_float_type(m.scales.dtype(), [&](auto stag) {
+    using ST = decltype(stag);
+    const ST* scales = m.scales.data_as<const ST>();
+    const ST* biases = m.biases.data_as<const ST>();
+    for (int64_t r = 0; r < R; ++r) {
+      const uint8_t* row = m.q.data_as<const uint8_t>() + r * row_bytes;
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t g = c / m.group_size;
+        out.data_as<float>()[r * C + c] =
+            load_f32(scales + r * G + g) * float(q_at(row, c, m.bits)) + load_f32(biases + r * G + g);
+      }
+    }
+  });
+  return out;
+}
+
+void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* bias, Tensor& out, const Exec& ex) {
+  Check c{"linear_quantized"};
+  check_quantized(w, c.op, "w");
+  c.dtype(x, "x", {DType::F32});
+  if (x.dim() < 1) c.fail(cat("x must have at least 1 dimension [..., K], got ", x.describe()));
+  c.contiguous(x, "x");
+  const int64_t K = x.size(-1), N = w.rows();
+  if (w.cols() != K)
+    c.fail(cat("w holds ", w.rows(), " × ", w.cols(), " values; x ", x.describe(), " needs ", K, " columns"));
+  if (bias) {
+    c.rank(*bias, "bias", 1);
+    c.dtype(*bias, "bias", {DType::F32, DType::BF16, DType::F16});
+    c.contiguous(*bias, "bias");
+    c.size(*bias, "bias", 0, N, "one value per row of w");
+  }
+  Shape out_shape = x.shape();
+  out_shape.back() = N;
+  c.output(out, "out", out_shape, DType::F32);
+  c.no_alias(out, "out", x, "x");
+  c.no_alias(out, "out", w.q, "w.q");
+  if (bias) c.no_alias(out, "out", *bias, "bias");
+  run_op(c.op, ex, {&x, &w.q, &w.scales, &w.biases, bias}, {&out},
+         [&](const Backend& b) { b.linear_quantized(x, w, bias, out); });
+}
+
+void embedding_quantized(const QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale, const Exec& ex) {
+  Check c{"embedding_quantized"};
+  check_quantized(table, c.op, "table");
+  c.rank(ids, "ids", 1);
+  c.dtype(ids, "ids", {DType::I32});
+  c.contiguous(ids, "ids");
+  c.output(out, "out", {ids.size(0), table.cols()}, DType::F32);
+  c.no_alias(out, "out", table.q, "table.q");
+  c.no_alias(out, "out", ids, "ids");
+  run_op(c.op, ex, {&table.q, &table.scales, &table.biases, &ids}, {&out}, [&](const Backend& b) {
+    if (!b.deferred()) c.indices_in_range(ids, "ids", table.rows(), "the table's rows");
+    b.embedding_quantized(table, ids, out, scale);
+  });
+}
+
+size_t LinearWeight::nbytes() const {
+  if (quantized()) return quant.q.nbytes() + quant.scales.nbytes() + quant.biases.nbytes();
+  return dense.defined() ? dense.nbytes() : 0;
+}
+
+void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out, const Exec& ex) {
+  if (w.quantized()) linear_quantized(x, w.quant, bias, out, ex);
+  else linear(x, w.dense, bias, out, ex);
+}
+
+void embedding(const LinearWeight& table, const Tensor& ids, Tensor& out, float scale, const Exec& ex) {
+  if (table.quantized()) embedding_quantized(table.quant, ids, out, scale, ex);
+  else embedding(table.dense, ids, out, scale, ex);
+}
+
+}  // namespace mb::ops

@@ -1,0 +1,52 @@
+// Quantized weights: MLX's affine format (ops/params.h: QuantizedMatrix), the quantizer that makes it
+// (MLX's algorithm, so a checkpoint written here loads in MLX and the reverse), and the ops that read it:
+// a linear layer and an embedding gather. Activations f32; every product and sum in f32.
+#pragma once
+#include "core/tensor.h"
+#include "ops/exec.h"
+#include "ops/params.h"
+
+namespace mb::ops {
+
+// Quantizes w [rows, cols] (f32 / bf16 / f16, host memory) group by group along cols, as mlx.core.quantize:
+//   scale = max((max − min) / (2^bits − 1), 1e-7), negated unless |min| > |max|; edge = the larger-magnitude
+//   extreme; q0 = rint(edge / scale); if q0 ≠ 0: scale = edge / q0, bias = edge, else bias = 0;
+//   q = clamp(rint((w − bias) / scale), 0, 2^bits − 1)     (f32 math, scale and bias unrounded)
+// then scales and biases are stored as `scale_dtype` (MLX keeps the weight's dtype). bits 4 or 8,
+// group_size 32, 64 or 128 dividing cols. The result owns new host memory.
+QuantizedMatrix quantize_affine(const Tensor& w, int bits, int group_size, DType scale_dtype);
+
+// f32 [rows, cols] = scales · q + biases (host memory, for tests and tools).
+Tensor dequantize_affine(const QuantizedMatrix& m);
+
+// Checks a QuantizedMatrix's shapes and dtypes against each other (InputError naming `what`).
+void check_quantized(const QuantizedMatrix& m, const char* op, const char* what);
+
+// out = x · Wᵀ (+ bias) with W the dequantized matrix [N, K]:
+//   x: [..., K] f32 contiguous; bias: [N] f32 / bf16 / f16 or null; out: [..., N] f32, not overlapping.
+// Σ_k x·(s·q + b) is computed per group as s·Σ q·x + b·Σ x in f32 (the reference dequantizes first;
+// the two agree to f32 rounding).
+void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* bias, Tensor& out, const Exec& ex = {});
+
+// out[t] = dequantized row ids[t] of table · scale: ids [T] i32 in [0, rows); out [T, cols] f32.
+void embedding_quantized(const QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale,
+                         const Exec& ex = {});
+
+// A weight matrix as a model holds it: dense (any float dtype) or quantized. Model code passes these
+// to the two overloads below and never asks which it is.
+struct LinearWeight {
+  Tensor dense;           // [N, K], or undefined when quantized
+  QuantizedMatrix quant;  // or bits == 0 when dense
+
+  bool defined() const { return dense.defined() || quant.defined(); }
+  bool quantized() const { return quant.defined(); }
+  int64_t rows() const { return quantized() ? quant.rows() : dense.size(0); }
+  int64_t cols() const { return quantized() ? quant.cols() : dense.size(1); }
+  // Bytes of weight data (packed values plus scales and biases when quantized).
+  size_t nbytes() const;
+};
+
+void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out, const Exec& ex = {});
+void embedding(const LinearWeight& table, const Tensor& ids, Tensor& out, float scale, const Exec& ex = {});
+
+}  // namespace mb::ops

@@ -1,0 +1,169 @@
+// Affine-quantized weights (ops/quant.h): w[n, k] = s[n, k / g] · q[n, k] + b[n, k / g], q an unsigned
+// 4- or 8-bit integer packed little-endian (8-bit: a byte each; 4-bit: two per byte, even k in the low
+// nibble), s and b stored as f32 / bf16 / f16 (ST). Activations and outputs f32; each weight is
+// dequantized to f32 as s·q + b (two roundings, as the CPU reference) before its product, and every sum
+// is f32. Kernels (dispatch: csrc/backend/metal/quant_dispatch.cpp):
+//   linear_quantized_matvec_q<bits>_<ST>_<BS>  decode (M <= 4): a simdgroup owns kQMatvecRows rows of w,
+//       lanes stride over k (as linear.metal's matvec), partial sums reduced with simd_sum.
+//   linear_quantized_tiled_q<bits>_<ST>_<BS>   prefill: a 32 × 32 out tile per threadgroup, x and the
+//       dequantized w staged through threadgroup memory 16 k at a time; 256 threads, 2 × 2 outputs each.
+//   embedding_quantized_q<bits>_<ST>           out[t, d] = dequantized table[ids[t], d] · scale.
+// BS: the bias dtype (bound empty and never read without a bias; the name then repeats ST).
+//
+// Bytes per call (Sq = bits / 8 bytes per weight, Ss = bytes per scale, g = group size):
+//   matvec  reads N·K·Sq (q, once) + 2·N·(K/g)·Ss (scales, biases) + M·K·4 (x, cache-resident) + N·Sb,
+//           writes M·N·4.
+//   tiled   reads ceil(M/32)·N·K·(Sq + 2·Ss/g) (w, once per row of tiles) + ceil(N/32)·M·K·4 (x) + N·Sb,
+//           writes M·N·4.
+//   embedding  reads T·D·(Sq + 2·Ss/g) + T·4 (ids), writes T·D·4.
+#include "kernel_common.h"
+#include "kernel_args.h"
+
+static constant constexpr uint kQMatvecRows = 4;  // w rows per simdgroup (quant_dispatch.cpp)
+static constant constexpr uint kQMatvecMaxM = 4;
+static constant constexpr uint kQTile = 32;       // tiled: out tile edge
+static constant constexpr uint kQStep = 16;       // tiled: k per stage
+static constant constexpr uint kQPitch = kQStep + 1;
+static constant constexpr uint kQThreads = 256;
+
+// Weight (n, k) as f32: s·q + b.
+template <uint BITS, typename ST>
+inline float dequant(DEVICE_PTR(const uchar) q, DEVICE_PTR(const ST) s, DEVICE_PTR(const ST) b,
+                     constant QuantLinearArgs& a, uint n, uint k) {
+  uint v;
+  if (BITS == 8) {
+    v = uint(q[n * a.row_bytes + k]);
+  } else {
+    const uint byte = uint(q[n * a.row_bytes + k / 2]);
+    v = (k & 1u) != 0u ? (byte >> 4) : (byte & 15u);
+  }
+  const uint gi = n * a.groups + k / a.group_size;
+  return load_f32(s[gi]) * float(v) + load_f32(b[gi]);
+}
+
+template <typename BS>
+inline float qbias_at(DEVICE_PTR(const BS) bias, constant QuantLinearArgs& a, uint n) {
+  return a.has_bias != 0u ? load_f32(bias[n]) : 0.0f;
+}
+
+template <uint BITS, typename ST, typename BS>
+inline void qmatvec_body(DEVICE_PTR(const float) x, DEVICE_PTR(const uchar) q, DEVICE_PTR(const ST) s,
+                         DEVICE_PTR(const ST) b, DEVICE_PTR(const BS) bias, DEVICE_PTR(float) out,
+                         constant QuantLinearArgs& a, uint group, uint simd_group, uint simd_lane, uint simdgroups) {
+  const uint M = a.M, K = a.K, N = a.N;
+  const uint n0 = (group * simdgroups + simd_group) * kQMatvecRows;
+  if (n0 >= N) return;  // the whole simdgroup leaves together; no barriers below
+  float acc[kQMatvecMaxM][kQMatvecRows];
+  for (uint m = 0; m < kQMatvecMaxM; ++m)
+    for (uint r = 0; r < kQMatvecRows; ++r) acc[m][r] = 0.0f;
+  for (uint k = simd_lane; k < K; k += 32) {
+    float wv[kQMatvecRows];
+    for (uint r = 0; r < kQMatvecRows; ++r) wv[r] = n0 + r < N ? dequant<BITS, ST>(q, s, b, a, n0 + r, k) : 0.0f;
+    for (uint m = 0; m < kQMatvecMaxM; ++m) {
+      if (m >= M) break;
+      const float xv = x[m * K + k];
+      for (uint r = 0; r < kQMatvecRows; ++r) acc[m][r] += xv * wv[r];
+    }
+  }
+  for (uint m = 0; m < kQMatvecMaxM; ++m) {
+    if (m >= M) break;
+    for (uint r = 0; r < kQMatvecRows; ++r) {
+      const float sum = simd_sum(acc[m][r]);
+      if (simd_lane == 0 && n0 + r < N) out[m * N + n0 + r] = sum + qbias_at(bias, a, n0 + r);
+    }
+  }
+}
+
+template <uint BITS, typename ST, typename BS>
+inline void qtiled_body(DEVICE_PTR(const float) x, DEVICE_PTR(const uchar) q, DEVICE_PTR(const ST) s,
+                        DEVICE_PTR(const ST) b, DEVICE_PTR(const BS) bias, DEVICE_PTR(float) out,
+                        constant QuantLinearArgs& a, uint2 group, uint lidx, threadgroup float* xs, threadgroup float* ws) {
+  const uint M = a.M, K = a.K, N = a.N;
+  const uint m0 = group.y * kQTile, n0 = group.x * kQTile;
+  const uint tx = lidx % 16, ty = lidx / 16;
+  float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+  for (uint k0 = 0; k0 < K; k0 += kQStep) {
+    for (uint e = lidx; e < kQTile * kQStep; e += kQThreads) {
+      const uint r = e / kQStep, c = e % kQStep, k = k0 + c;
+      xs[r * kQPitch + c] = (m0 + r < M && k < K) ? x[(m0 + r) * K + k] : 0.0f;
+      ws[r * kQPitch + c] = (n0 + r < N && k < K) ? dequant<BITS, ST>(q, s, b, a, n0 + r, k) : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint kk = 0; kk < kQStep; ++kk) {
+      const float a0 = xs[ty * kQPitch + kk], a1 = xs[(ty + 16) * kQPitch + kk];
+      const float b0 = ws[tx * kQPitch + kk], b1 = ws[(tx + 16) * kQPitch + kk];
+      acc[0][0] += a0 * b0;
+      acc[0][1] += a0 * b1;
+      acc[1][0] += a1 * b0;
+      acc[1][1] += a1 * b1;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  for (uint i = 0; i < 2; ++i)
+    for (uint j = 0; j < 2; ++j) {
+      const uint m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+      if (m < M && n < N) out[m * N + n] = acc[i][j] + qbias_at(bias, a, n);
+    }
+}
+
+#define MB_QLINEAR_KERNELS(bits, sd, ST, bd, BS)                                                                   \
+  kernel void linear_quantized_matvec_q##bits##_##sd##_##bd(                                                      \
+      DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(const uchar) q [[buffer(1)]],                           \
+      DEVICE_PTR(const ST) s [[buffer(2)]], DEVICE_PTR(const ST) b [[buffer(3)]],                                 \
+      DEVICE_PTR(const BS) bias [[buffer(4)]], DEVICE_PTR(float) out [[buffer(5)]],                               \
+      constant QuantLinearArgs& args [[buffer(6)]], MB_THREAD_POSITION) {                                         \
+    qmatvec_body<bits, ST, BS>(x, q, s, b, bias, out, args, tgid.x, simd_group, simd_lane, tg_size.x / 32);       \
+  }                                                                                                               \
+  MB_REGISTER_KERNEL(linear_quantized_matvec_q##bits##_##sd##_##bd)                                               \
+  kernel void linear_quantized_tiled_q##bits##_##sd##_##bd(                                                       \
+      DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(const uchar) q [[buffer(1)]],                           \
+      DEVICE_PTR(const ST) s [[buffer(2)]], DEVICE_PTR(const ST) b [[buffer(3)]],                                 \
+      DEVICE_PTR(const BS) bias [[buffer(4)]], DEVICE_PTR(float) out [[buffer(5)]],                               \
+      constant QuantLinearArgs& args [[buffer(6)]], MB_THREAD_POSITION) {                                         \
+    MB_THREADGROUP(float, xs, [kQTile * kQPitch]);                                                                \
+    MB_THREADGROUP(float, ws, [kQTile * kQPitch]);                                                                \
+    qtiled_body<bits, ST, BS>(x, q, s, b, bias, out, args, tgid.xy, lidx, xs, ws);                                \
+  }                                                                                                               \
+  MB_REGISTER_KERNEL(linear_quantized_tiled_q##bits##_##sd##_##bd)
+
+#define MB_QLINEAR_KERNELS_S(bits, sd, ST)      \
+  MB_QLINEAR_KERNELS(bits, sd, ST, f32, float)  \
+  MB_QLINEAR_KERNELS(bits, sd, ST, bf16, bf16_t) \
+  MB_QLINEAR_KERNELS(bits, sd, ST, f16, half)
+
+MB_QLINEAR_KERNELS_S(4, f32, float)
+MB_QLINEAR_KERNELS_S(4, bf16, bf16_t)
+MB_QLINEAR_KERNELS_S(4, f16, half)
+MB_QLINEAR_KERNELS_S(8, f32, float)
+MB_QLINEAR_KERNELS_S(8, bf16, bf16_t)
+MB_QLINEAR_KERNELS_S(8, f16, half)
+
+// ---- embedding gather: one thread per output element ----
+template <uint BITS, typename ST>
+inline void qgather_body(DEVICE_PTR(const uchar) q, DEVICE_PTR(const ST) s, DEVICE_PTR(const ST) b,
+                         DEVICE_PTR(const int) ids, DEVICE_PTR(float) out, constant QuantEmbeddingArgs& e, uint2 pos) {
+  const uint d = pos.x, t = pos.y;
+  if (d >= e.lin.K || t >= e.T) return;
+  const int id = ids[t];
+  // Ids come from the device (not range-checked by the host): an id outside the table gives zeros.
+  const bool ok = id >= 0 && uint(id) < e.lin.N;
+  out[ulong(t) * e.lin.K + d] = ok ? dequant<BITS, ST>(q, s, b, e.lin, uint(id), d) * e.scale : 0.0f;
+}
+
+#define MB_QEMBEDDING_KERNEL(bits, sd, ST)                                                                         \
+  kernel void embedding_quantized_q##bits##_##sd(DEVICE_PTR(const uchar) q [[buffer(0)]],                         \
+                                                 DEVICE_PTR(const ST) s [[buffer(1)]],                            \
+                                                 DEVICE_PTR(const ST) b [[buffer(2)]],                            \
+                                                 DEVICE_PTR(const int) ids [[buffer(3)]],                         \
+                                                 DEVICE_PTR(float) out [[buffer(4)]],                             \
+                                                 constant QuantEmbeddingArgs& args [[buffer(5)]], MB_THREAD_POSITION) { \
+    qgather_body<bits, ST>(q, s, b, ids, out, args, tid.xy);                                                      \
+  }                                                                                                               \
+  MB_REGISTER_KERNEL(embedding_quantized_q##bits##_##sd)
+
+MB_QEMBEDDING_KERNEL(4, f32, float)
+MB_QEMBEDDING_KERNEL(4, bf16, bf16_t)
+MB_QEMBEDDING_KERNEL(4, f16, half)
+MB_QEMBEDDING_KERNEL(8, f32, float)
+MB_QEMBEDDING_KERNEL(8, bf16, bf16_t)
+MB_QEMBEDDING_KERNEL(8, f16, half)

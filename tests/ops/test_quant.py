@@ -1,0 +1,180 @@
+"""Affine-quantized weights (ops/quant.h): the quantizer against a float32 numpy port of MLX's algorithm
+(bit for bit: packed values, scales, biases), the dequantization error bound, and linear_quantized /
+embedding_quantized on every device against the scalar reference and a float64 numpy product of the
+dequantized matrix.
+
+Threshold for the products: every weight is s·q + b; the kernels sum in f32 in different orders (per
+group s·Σq·x + b·Σx in the fast ones, dequantize-then-dot in the reference), so with S = Σ_k |x_k|·(|s·q| +
+|b|) per output, |got − want| ≤ 8·sqrt(K + 1)·2^-24·S — far below one wrong value of q (which moves an
+output by |s·x_k| ≳ 1e-3·S/K here) or a wrong group's scale.
+"""
+
+import numpy as np
+import pytest
+
+import markbase as mb
+from markbase._core import ops
+from parity import rng, round_to, to_f64
+
+U32 = 2.0**-24
+
+
+def mlx_quantize_np(w, bits, group_size):
+    """mlx.core.quantize (CPU kernel) in float32 numpy: (q [R, C] ints, scale [R, G], bias [R, G]) before packing."""
+    w = np.asarray(w, np.float32)
+    R, C = w.shape
+    g = w.reshape(R, C // group_size, group_size)
+    n_bins, eps = np.float32((1 << bits) - 1), np.float32(1e-7)
+    lo, hi = g.min(-1), g.max(-1)
+    mask = np.abs(lo) > np.abs(hi)
+    scale = np.maximum((hi - lo) / n_bins, eps).astype(np.float32)
+    scale = np.where(mask, scale, -scale).astype(np.float32)
+    edge = np.where(mask, lo, hi).astype(np.float32)
+    q0 = np.rint(edge / scale).astype(np.float32)
+    nz = q0 != 0
+    scale = np.where(nz, edge / np.where(nz, q0, 1), scale).astype(np.float32)
+    bias = np.where(nz, edge, np.float32(0)).astype(np.float32)
+    q = np.clip(np.rint((g - bias[..., None]) / scale[..., None]), 0, n_bins).astype(np.uint8)
+    return q.reshape(R, C), scale, bias
+
+
+def pack_np(q, bits):
+    if bits == 8:
+        return q.astype(np.uint8)
+    return (q[:, 0::2] | (q[:, 1::2] << 4)).astype(np.uint8)
+
+
+def as_np(t, dtype):
+    """An mb.Tensor of dtype (f32/bf16/f16) as float64 numpy."""
+    return to_f64(t)
+
+
+@pytest.mark.parametrize("sdtype", ["f32", "bf16", "f16"])
+@pytest.mark.parametrize("group_size", [32, 64, 128])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_quantize_equals_mlx_algorithm(bits, group_size, sdtype):
+    r = rng(bits * 1000 + group_size)
+    w = (r.normal(size=(37, 256)) * r.uniform(0.01, 3, size=(37, 1))).astype(np.float32)
+    w[3, :group_size] = 0.0           # an all-zero group: scale eps, bias 0
+    w[4, :group_size] = 0.25          # a constant group
+    w[5, :group_size] = -np.abs(w[5, :group_size])  # one-signed groups (the edge is the min / the max)
+    w[6, :group_size] = np.abs(w[6, :group_size])
+    q, s, b = ops.quantize(w, bits=bits, group_size=group_size, scale_dtype=sdtype)
+    wq, ws, wb = mlx_quantize_np(w, bits, group_size)
+    np.testing.assert_array_equal(np.asarray(q.numpy()), pack_np(wq, bits))
+    np.testing.assert_array_equal(as_np(s, sdtype), round_to(ws, sdtype))
+    np.testing.assert_array_equal(as_np(b, sdtype), round_to(wb, sdtype))
+    # Dequantized values: the constant / zero groups come back exactly, the rest within 1.5 steps: half a
+    # step of rounding, plus up to one step clipped at the far end of the range, because MLX re-derives
+    # the step from the heavier extreme (scale = edge / rint(edge / scale)); plus the rounding of scale and
+    # bias to their storage dtype.
+    d = ops.dequantize(q, s, b, bits=bits, group_size=group_size).numpy()
+    assert (d[3, :group_size] == 0).all() and np.allclose(d[4, :group_size], 0.25, rtol=2**-8)
+    step = np.repeat(np.abs(round_to(ws, sdtype)), group_size, axis=1)
+    slack = {"f32": 1e-6, "bf16": 2**-8, "f16": 2**-10}[sdtype] * (np.abs(w) + step * ((1 << bits) - 1))
+    assert (np.abs(d - w) <= 1.5 * step + slack + 1e-6).all()
+
+
+def test_quantize_accepts_bf16_and_f16_weights():
+    w = rng(1).normal(size=(8, 64)).astype(np.float32)
+    for dt in ("bf16", "f16"):
+        q, s, b = ops.quantize(mb.Tensor(w, dtype=dt), bits=8, group_size=64, scale_dtype="f32")
+        wq, ws, wb = mlx_quantize_np(round_to(w, dt).astype(np.float32), 8, 64)
+        np.testing.assert_array_equal(q.numpy(), wq)
+
+
+def make_case(M, N, K, bits, group_size, sdtype, seed):
+    r = rng(seed)
+    x = r.normal(size=(M, K)).astype(np.float32)
+    w = (r.normal(size=(N, K)) * 0.5).astype(np.float32)
+    q, s, b = ops.quantize(w, bits=bits, group_size=group_size, scale_dtype=sdtype)
+    deq = ops.dequantize(q, s, b, bits=bits, group_size=group_size).numpy().astype(np.float64)
+    s64 = np.repeat(np.abs(as_np(s, sdtype)), group_size, axis=1)
+    b64 = np.repeat(np.abs(as_np(b, sdtype)), group_size, axis=1)
+    qv = np.abs(deq - np.repeat(as_np(b, sdtype), group_size, axis=1))  # |s·q|
+    S = np.abs(x.astype(np.float64)) @ (qv + b64).T
+    return x, (q, s, b), deq, S
+
+
+def check_close(got, want, S, K, what):
+    g = to_f64(got)
+    assert np.isfinite(g).all(), f"{what}: non-finite output"
+    err, limit = np.abs(g - want), 8 * np.sqrt(K + 1) * U32 * S + 1e-30
+    if not (err <= limit).all():
+        i = np.unravel_index(np.argmax(err - limit), err.shape)
+        raise AssertionError(f"{what}: at {i} got {g[i]!r} want {want[i]!r} |err| {err[i]:.3g} > {limit[i]:.3g}")
+
+
+CASES = [(1, 1, 32), (1, 7, 64), (1, 257, 1536), (2, 64, 256), (3, 33, 128), (4, 100, 384), (5, 64, 256),
+         (17, 130, 640), (300, 40, 128)]
+
+
+FORMATS = [(4, 64), (8, 64), (4, 32), (8, 128)]
+GRID = [(M, N, K, bits, g) for (M, N, K) in CASES for (bits, g) in FORMATS if K % g == 0]  # valid matrices only
+
+
+@pytest.mark.parametrize("sdtype", ["bf16", "f32", "f16"])
+@pytest.mark.parametrize("M,N,K,bits,group_size", GRID)
+def test_linear_quantized(M, N, K, bits, group_size, sdtype, device):
+    x, (q, s, b), deq, S = make_case(M, N, K, bits, group_size, sdtype, seed=M * 31 + N + K + bits)
+    what = f"linear_quantized M{M} N{N} K{K} q{bits} g{group_size} {sdtype}"
+    want = x.astype(np.float64) @ deq.T
+    kw = dict(bits=bits, group_size=group_size)
+    fast = ops.linear_quantized(x, q, s, b, device=device, **kw)
+    ref = ops.linear_quantized(x, q, s, b, reference=True, **kw)
+    check_close(ref, want, S, K, f"{what}: reference")
+    check_close(fast, want, S, K, f"{what}: {device}")
+
+
+@pytest.mark.parametrize("bdtype", ["f32", "bf16", "f16"])
+@pytest.mark.parametrize("M", [1, 6])
+def test_linear_quantized_bias(M, bdtype, device):
+    N, K = 24, 128
+    x, (q, s, b), deq, S = make_case(M, N, K, 4, 64, "bf16", seed=9)
+    bias = rng(3).normal(size=N).astype(np.float32)
+    bt = mb.Tensor(bias, dtype=bdtype)
+    got = ops.linear_quantized(x, q, s, b, bits=4, group_size=64, bias=bt, device=device)
+    want = x.astype(np.float64) @ deq.T + round_to(bias, bdtype)
+    check_close(got, want, S + np.abs(bias), K, f"bias {bdtype} M{M} {device}")
+
+
+def test_a_single_wrong_value_is_visible():
+    # Sensitivity: flipping one packed nibble changes exactly its output row.
+    x, (q, s, b), deq, S = make_case(1, 8, 128, 4, 64, "f32", seed=4)
+    base = ops.linear_quantized(x, q, s, b, bits=4, group_size=64).numpy()
+    qq = q.numpy().copy()
+    qq[5, 10] ^= 0x0F
+    moved = ops.linear_quantized(x, mb.Tensor(qq), s, b, bits=4, group_size=64).numpy()
+    changed = np.abs(moved - base)[0] > 1e-6
+    assert changed.tolist() == [i == 5 for i in range(8)]
+
+
+@pytest.mark.parametrize("sdtype", ["f32", "bf16"])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_embedding_quantized(bits, sdtype, device):
+    r = rng(bits)
+    table = r.normal(size=(50, 192)).astype(np.float32)
+    q, s, b = ops.quantize(table, bits=bits, group_size=64, scale_dtype=sdtype)
+    deq = ops.dequantize(q, s, b, bits=bits, group_size=64).numpy()
+    ids = np.array([0, 49, 7, 7, 23], np.int32)
+    got = ops.embedding_quantized(q, s, b, bits=bits, group_size=64, ids=ids, scale=1.5, device=device).numpy()
+    np.testing.assert_allclose(got, deq[ids] * np.float32(1.5), rtol=2e-7, atol=0)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda q, s, b, x: ops.linear_quantized(x, q, s, b, bits=3, group_size=64), "bits must be 4 or 8"),
+    (lambda q, s, b, x: ops.linear_quantized(x, q, s, b, bits=4, group_size=48), "group_size"),
+    (lambda q, s, b, x: ops.linear_quantized(x, q, s[:, :1], b, bits=4, group_size=64), "scales"),
+    (lambda q, s, b, x: ops.linear_quantized(x, q, s, b[:2], bits=4, group_size=64), "biases"),
+    (lambda q, s, b, x: ops.linear_quantized(x[:, :64].copy(), q, s, b, bits=4, group_size=64), "columns"),
+    (lambda q, s, b, x: ops.linear_quantized(x, q, s, b, bits=8, group_size=64), "scales"),
+    (lambda q, s, b, x: ops.quantize(np.zeros((4, 100), np.float32), bits=4, group_size=64), "multiple of group_size"),
+    (lambda q, s, b, x: ops.embedding_quantized(q, s, b, bits=4, group_size=64, ids=np.array([9], np.int32)),
+     r"ids\[0\] = 9 is out of range"),
+])
+def test_bad_input(call, match):
+    w = rng(0).normal(size=(4, 128)).astype(np.float32)
+    q, s, b = ops.quantize(w, bits=4, group_size=64, scale_dtype="f32")
+    x = np.ones((2, 128), np.float32)
+    with pytest.raises(mb.MarkbaseError, match=match):
+        call(q.numpy(), s.numpy(), b.numpy(), x)
