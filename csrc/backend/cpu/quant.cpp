@@ -68,44 +68,81 @@ void gemv_rows_portable(const GemvArgs& a, const ST* s, const ST* b, float* out)
 }
 
 #if MB_HAVE_X86_SIMD
-template <int R, int BITS, class ST>
+// 8 values of row `row` at byte offset `off` (8-bit) widened to f32.
+MB_AVX2_TARGET inline __m256 q8x8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// R rows × one x row; GS (the group size) fixed at compile time so the group loop unrolls and the
+// accumulators stay in registers.
+template <int R, int BITS, int GS, class ST>
 MB_AVX2_TARGET void gemv_rows_avx2(const GemvArgs& a, const ST* s, const ST* b, float* out) {
-  __m256 acc[R];
-  float bacc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), bacc[r] = 0.f;
+  static_assert(R >= 1 && R <= 4);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  float bacc[4] = {0.f, 0.f, 0.f, 0.f};
   const __m256i low4 = _mm256_set1_epi32(0x0F);
+  const uint8_t* q0 = a.q;
+  const uint8_t* q1 = a.q + a.row_bytes;
+  const uint8_t* q2 = a.q + 2 * a.row_bytes;
+  const uint8_t* q3 = a.q + 3 * a.row_bytes;
+  constexpr int64_t kGroupBytes = GS * BITS / 8;
+  // Prefetch the same bytes of the rows kPrefetchRows further down (the next tile this thread reads):
+  // R row streams are too few for the hardware prefetchers to hide DRAM latency (q8 GEMV 14 -> 21 GB/s).
+  // Prefetches past the matrix end are harmless hints (they never fault).
+  constexpr int64_t kPrefetchRows = 4;
   for (int64_t g = 0; g < a.G; ++g) {
-    __m256 d[R];
-    for (int r = 0; r < R; ++r) d[r] = _mm256_setzero_ps();
+    for (int64_t off = 0; off < kGroupBytes; off += 64)
+      for (int r = 0; r < R; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(a.q + (r + kPrefetchRows) * a.row_bytes + g * kGroupBytes + off),
+                     _MM_HINT_T0);
+    __m256 d0 = _mm256_setzero_ps(), d1 = d0, d2 = d0, d3 = d0;
     if constexpr (BITS == 8) {
-      const float* xg = a.x + g * a.gs;
-      for (int j = 0; j < a.gs; j += 8) {
+      const float* xg = a.x + g * GS;
+      const int64_t o = g * GS;
+#pragma GCC unroll 16
+      for (int j = 0; j < GS; j += 8) {
         const __m256 xv = _mm256_loadu_ps(xg + j);
-        for (int r = 0; r < R; ++r) {
-          const __m128i qb = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.q + r * a.row_bytes + g * a.gs + j));
-          d[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(qb)), xv, d[r]);
-        }
+        d0 = _mm256_fmadd_ps(q8x8(q0 + o + j), xv, d0);
+        if constexpr (R > 1) d1 = _mm256_fmadd_ps(q8x8(q1 + o + j), xv, d1);
+        if constexpr (R > 2) d2 = _mm256_fmadd_ps(q8x8(q2 + o + j), xv, d2);
+        if constexpr (R > 3) d3 = _mm256_fmadd_ps(q8x8(q3 + o + j), xv, d3);
       }
     } else {
-      const int64_t base = g * a.gs / 2;
-      for (int j = 0; j < a.gs / 2; j += 8) {
-        const __m256 xev = _mm256_loadu_ps(a.xe + base + j), xov = _mm256_loadu_ps(a.xo + base + j);
-        for (int r = 0; r < R; ++r) {
-          const __m128i qb = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.q + r * a.row_bytes + base + j));
-          const __m256i w = _mm256_cvtepu8_epi32(qb);
-          const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(w, low4));
-          const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(w, 4));
-          d[r] = _mm256_fmadd_ps(lo, xev, d[r]);
-          d[r] = _mm256_fmadd_ps(hi, xov, d[r]);
-        }
+      const int64_t o = g * GS / 2;
+      auto step = [&](const uint8_t* p, __m256 xev, __m256 xov, __m256 d) MB_AVX2_TARGET {
+        const __m256i w = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+        d = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(w, low4)), xev, d);
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w, 4)), xov, d);
+      };
+#pragma GCC unroll 8
+      for (int j = 0; j < GS / 2; j += 8) {
+        const __m256 xev = _mm256_loadu_ps(a.xe + o + j), xov = _mm256_loadu_ps(a.xo + o + j);
+        d0 = step(q0 + o + j, xev, xov, d0);
+        if constexpr (R > 1) d1 = step(q1 + o + j, xev, xov, d1);
+        if constexpr (R > 2) d2 = step(q2 + o + j, xev, xov, d2);
+        if constexpr (R > 3) d3 = step(q3 + o + j, xev, xov, d3);
       }
     }
-    for (int r = 0; r < R; ++r) {
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(s + r * a.G + g)), d[r], acc[r]);
-      bacc[r] += load_f32(b + r * a.G + g) * a.xsum[g];
+    const float xs = a.xsum[g];
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(s + g)), d0, acc0);
+    bacc[0] += load_f32(b + g) * xs;
+    if constexpr (R > 1) {
+      acc1 = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(s + a.G + g)), d1, acc1);
+      bacc[1] += load_f32(b + a.G + g) * xs;
+    }
+    if constexpr (R > 2) {
+      acc2 = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(s + 2 * a.G + g)), d2, acc2);
+      bacc[2] += load_f32(b + 2 * a.G + g) * xs;
+    }
+    if constexpr (R > 3) {
+      acc3 = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(s + 3 * a.G + g)), d3, acc3);
+      bacc[3] += load_f32(b + 3 * a.G + g) * xs;
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + bacc[r];
+  out[0] = hsum8(acc0) + bacc[0];
+  if constexpr (R > 1) out[1] = hsum8(acc1) + bacc[1];
+  if constexpr (R > 2) out[2] = hsum8(acc2) + bacc[2];
+  if constexpr (R > 3) out[3] = hsum8(acc3) + bacc[3];
 }
 #endif
 
@@ -135,7 +172,11 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
   using TileFn = void (*)(const GemvArgs&, const ST*, const ST*, float*);
   TileFn tile4 = gemv_rows_portable<kGemvRows, BITS, ST>, tile1 = gemv_rows_portable<1, BITS, ST>;
 #if MB_HAVE_X86_SIMD
-  if (cpu_has_avx2()) tile4 = gemv_rows_avx2<kGemvRows, BITS, ST>, tile1 = gemv_rows_avx2<1, BITS, ST>;
+  if (cpu_has_avx2()) {
+    if (gs == 32) tile4 = gemv_rows_avx2<kGemvRows, BITS, 32, ST>, tile1 = gemv_rows_avx2<1, BITS, 32, ST>;
+    if (gs == 64) tile4 = gemv_rows_avx2<kGemvRows, BITS, 64, ST>, tile1 = gemv_rows_avx2<1, BITS, 64, ST>;
+    if (gs == 128) tile4 = gemv_rows_avx2<kGemvRows, BITS, 128, ST>, tile1 = gemv_rows_avx2<1, BITS, 128, ST>;
+  }
 #endif
   const float* P = prep.data();  // (a thread_local named inside the lambda would be each worker's own)
   const int64_t tiles = (N + kGemvRows - 1) / kGemvRows;
