@@ -12,7 +12,7 @@ import safetensors
 import safetensors.numpy
 
 ITEMSIZE = {
-    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "U32": 4, "BOOL": 1,
     "F8_E4M3": 1, "F8_E5M2": 1,
 }
 # safetensors' writer names for dtypes numpy has no native type for (bits passed as uint16 / uint8).

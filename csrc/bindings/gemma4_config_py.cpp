@@ -183,6 +183,10 @@ void bind(py::module_& m) {
       })
       .def_property_readonly("aliases", [](const WeightSpec& s) { return py::tuple(py::cast(s.aliases)); })
       .def_property_readonly("required", &WeightSpec::required)
+      .def_readonly("linear", &WeightSpec::linear, "held as a matrix that may be stored MLX-quantized")
+      .def_property_readonly("quant", [](const WeightSpec& s) {
+        return s.quant == QuantRule::Matrix ? "matrix" : s.quant == QuantRule::Table ? "table" : "keep";
+      }, "what load-time quantization does: 'matrix' (to the requested bits), 'table' (8 bits), 'keep'")
       .def("__repr__", [](const WeightSpec& s) { return cat("WeightSpec(", s.name, ", ", shape_str(s.shape), ")"); });
 
   m.def("weight_table", &weight_table, py::arg("config"),

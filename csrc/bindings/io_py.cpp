@@ -27,6 +27,7 @@ py::dtype numpy_dtype_for(const std::string& st) {
   if (st == "I32") return py::dtype("<i4");
   if (st == "I16") return py::dtype("<i2");
   if (st == "I8") return py::dtype("i1");
+  if (st == "U32") return py::dtype("<u4");
   if (st == "U8" || st == "F8_E4M3" || st == "F8_E5M2") return py::dtype("u1");
   if (st == "BOOL") return py::dtype("?");
   throw CheckpointError(cat("safetensors dtype ", st, " has no numpy view"));  // unreachable: validated on open

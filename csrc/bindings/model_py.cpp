@@ -48,15 +48,22 @@ void bind(py::module_& m) {
       .def("__repr__", [](const runtime::NonFiniteReport& r) { return cat("NonFiniteReport(", r.where(), ")"); });
 
   py::class_<Gemma4Model, std::shared_ptr<Gemma4Model>>(m, "Model", "A loaded Gemma 4 checkpoint.")
-      .def_static("load", [](const std::string& dir, const std::string& device, int64_t max_context, int64_t prefill_chunk) {
+      .def_static("load", [](const std::string& dir, const std::string& device, int64_t max_context, int64_t prefill_chunk,
+                             int quantize_bits, int group_size) {
         gemma4::LoadOptions opt;
         opt.exec = make_exec(device, false);
         opt.max_context = max_context;
         opt.prefill_chunk = prefill_chunk;
+        opt.quantize.bits = quantize_bits;
+        opt.quantize.group_size = group_size;
         py::gil_scoped_release nogil;
         return Gemma4Model::load(dir, opt);
       }, py::arg("dir"), py::arg("device") = "cpu", py::arg("max_context") = 0, py::arg("prefill_chunk") = 256,
-         "Parses DIR/config.json and binds every tensor of the weight table from the mapped checkpoint.")
+         py::arg("quantize_bits") = 0, py::arg("group_size") = 64,
+         "Parses DIR/config.json and binds every tensor of the weight table from the mapped checkpoint; "
+         "quantize_bits 4 / 8 quantizes the decoder's matrices at load (MLX affine, groups of group_size).")
+      .def_property_readonly("decode_weight_bytes", &Gemma4Model::decode_weight_bytes,
+                             "Bytes of decoder weights one decode step reads, as held (quantized or not).")
       .def_property_readonly("config", &Gemma4Model::config, py::return_value_policy::reference_internal)
       .def_property_readonly("dir", &Gemma4Model::dir)
       .def_property_readonly("max_context", &Gemma4Model::max_context)

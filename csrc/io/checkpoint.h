@@ -30,6 +30,8 @@ class Checkpoint {
   bool contains(const std::string& name) const { return where_.count(name) != 0; }
   const TensorInfo& info(const std::string& name) const;
   Tensor tensor(const std::string& name) const;
+  Tensor packed_bytes(const std::string& name) const { return file_for(name).packed_bytes(name); }
+  void release(const std::string& name) const { file_for(name).release(name); }
   // The file holding `name`.
   const SafetensorsFile& file_for(const std::string& name) const;
   const std::vector<std::shared_ptr<SafetensorsFile>>& files() const { return files_; }

@@ -24,11 +24,12 @@ struct DTypeEntry {
   DType dtype;  // meaningful when computable
 };
 
-// Every dtype this reader accepts. U16/U32/U64 and other safetensors dtypes are rejected on purpose.
+// Every dtype this reader accepts. U16/U64 and other safetensors dtypes are rejected on purpose; U32 is
+// read only as packed bytes (MLX's quantized weights, SafetensorsFile::packed_bytes).
 constexpr DTypeEntry kDTypes[] = {
     {"F64", 8, false, DType::F32},     {"F32", 4, true, DType::F32},      {"F16", 2, true, DType::F16},
     {"BF16", 2, true, DType::BF16},    {"I64", 8, true, DType::I64},      {"I32", 4, true, DType::I32},
-    {"I16", 2, false, DType::F32},     {"I8", 1, false, DType::F32},      {"U8", 1, true, DType::U8},
+    {"I16", 2, false, DType::F32},     {"I8", 1, false, DType::F32},      {"U8", 1, true, DType::U8},       {"U32", 4, false, DType::U8},
     {"BOOL", 1, true, DType::BOOL},    {"F8_E4M3", 1, false, DType::F32}, {"F8_E5M2", 1, false, DType::F32},
 };
 
@@ -264,6 +265,28 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
   std::shared_ptr<void> owner = std::const_pointer_cast<SafetensorsFile>(shared_from_this());
   return Tensor::wrap_contiguous(const_cast<uint8_t*>(ti.data), dt, ti.shape, std::move(owner), StorageKind::Mapped,
                                  /*writable=*/false);
+}
+
+Tensor SafetensorsFile::packed_bytes(const std::string& name) const {
+  const TensorInfo& ti = info(name);
+  if (ti.dtype != "U32" && ti.dtype != "U8")
+    fail_tensor(name, cat("dtype ", ti.dtype, " is not a packed integer type (expected U32 or U8)"));
+  if ((data_start_ + ti.begin) % ti.itemsize)
+    fail_tensor(name, cat("data at file offset ", data_start_ + ti.begin, " is not aligned to its ", ti.itemsize, "-byte elements"));
+  Shape shape = ti.shape;
+  if (shape.empty()) shape.push_back(1);
+  shape.back() *= int64_t(ti.itemsize);  // little-endian words: byte j of word i is byte 4i + j
+  std::shared_ptr<void> owner = std::const_pointer_cast<SafetensorsFile>(shared_from_this());
+  return Tensor::wrap_contiguous(const_cast<uint8_t*>(ti.data), DType::U8, shape, std::move(owner), StorageKind::Mapped,
+                                 /*writable=*/false);
+}
+
+void SafetensorsFile::release(const std::string& name) const {
+  const TensorInfo& ti = info(name);
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (uintptr_t(ti.data) + page - 1) / page * page;        // whole pages inside the tensor only:
+  const uintptr_t e = (uintptr_t(ti.data) + (ti.end - ti.begin)) / page * page;  // neighbours keep theirs
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
 }
 
 }  // namespace mb::io

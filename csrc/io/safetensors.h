@@ -66,6 +66,11 @@ class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
   // CheckpointError for dtypes markbase cannot compute with (F64 I16 I8 F8_E4M3 F8_E5M2; their bytes
   // stay reachable through info()) and for data not aligned to the element size.
   Tensor tensor(const std::string& name) const;
+  // A U32 (or U8) tensor's bytes as a read-only U8 view [..., last·itemsize] (MLX-packed weights).
+  Tensor packed_bytes(const std::string& name) const;
+  // Drops this process's mapping of the tensor's whole pages (its data stays in the file and the page
+  // cache): after quantizing a matrix at load, its source no longer counts toward resident memory.
+  void release(const std::string& name) const;
 
   // The whole mapping (header included), for bounds checks.
   const uint8_t* mapping() const { return map_; }

@@ -191,6 +191,19 @@ size_t LinearWeight::nbytes() const {
   return dense.defined() ? dense.nbytes() : 0;
 }
 
+LinearWeight LinearWeight::expert(int64_t e) const {
+  LinearWeight w;
+  if (!quantized()) {
+    w.dense = dense.select(0, e);
+    return w;
+  }
+  w.quant = quant;
+  w.quant.q = quant.q.select(0, e);
+  w.quant.scales = quant.scales.select(0, e);
+  w.quant.biases = quant.biases.select(0, e);
+  return w;
+}
+
 void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out, const Exec& ex) {
   if (w.quantized()) linear_quantized(x, w.quant, bias, out, ex);
   else linear(x, w.dense, bias, out, ex);

@@ -42,6 +42,10 @@ struct LinearWeight {
   bool quantized() const { return quant.defined(); }
   int64_t rows() const { return quantized() ? quant.rows() : dense.size(0); }
   int64_t cols() const { return quantized() ? quant.cols() : dense.size(1); }
+  // The dtype the matrix was stored in before quantizing (MLX keeps scales in it).
+  DType dtype() const { return quantized() ? quant.scales.dtype() : dense.dtype(); }
+  // Matrix e of stacked experts ([E, N, K] dense, or q / scales / biases with a leading E).
+  LinearWeight expert(int64_t e) const;
   // Bytes of weight data (packed values plus scales and biases when quantized).
   size_t nbytes() const;
 };

@@ -358,8 +358,12 @@ def _preload(ckpt, names: list[str], progress: bool | None) -> None:
         bar.advance(nbytes)
 
 
+_QUANTIZE_BITS = {None: 0, "q8": 8, "q4": 4}
+
+
 def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max_context: int | None = None,
-         prefill_chunk: int = 256, preload: bool = False, progress: bool | None = None) -> Model:
+         prefill_chunk: int = 256, preload: bool = False, progress: bool | None = None,
+         quantize: str | None = None, group_size: int = 64) -> Model:
     """Loads a Gemma 4 checkpoint directory (config.json + safetensors, as published).
 
     The checkpoint is validated against its config's weight table first: a missing, misshapen or
@@ -369,6 +373,11 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     prefill_chunk: prompts are processed in chunks of at most this many tokens (bounds activation memory).
     preload: read every text weight page now (with a progress bar on a terminal for checkpoints over 1 GB)
     instead of on first use.
+    quantize: "q8" / "q4" quantizes the decoder's attention, MLP and expert matrices at load to 8 / 4 bits
+    (MLX's affine format, groups of `group_size` = 32, 64 or 128) and the tied embedding / LM head to 8
+    bits; norms, the router, the PLE projections and the PLE table stay as stored, and so do the vision
+    and audio encoders. Each source matrix leaves memory once quantized. Checkpoints stored MLX-quantized
+    load as they are, without this option.
     """
     from .io import open_checkpoint
     from .models.gemma4.weights import text_prefix
@@ -389,11 +398,15 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
         raise InputError(f"load: max_context must be an integer in [1, {limit}] (max_position_embeddings), got {max_context!r}")
     if isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, int) or prefill_chunk < 1:
         raise InputError(f"load: prefill_chunk must be a positive integer, got {prefill_chunk!r}")
+    if quantize not in _QUANTIZE_BITS:
+        raise InputError(f"load: quantize must be None, 'q8' or 'q4', got {quantize!r}")
+    if isinstance(group_size, bool) or group_size not in (32, 64, 128):
+        raise InputError(f"load: group_size must be 32, 64 or 128, got {group_size!r}")
     if preload:
         # The PLE table is gathered row by row, never read whole: leave it to the page cache.
         ckpt = open_checkpoint(path)
         prefix = text_prefix(cfg)
         _preload(ckpt, sorted(n for n in ckpt.keys() if n.startswith(prefix) and "embed_tokens_per_layer" not in n),
                  progress)
-    core = _core.gemma4.Model.load(path, device, max_context, prefill_chunk)
+    core = _core.gemma4.Model.load(path, device, max_context, prefill_chunk, _QUANTIZE_BITS[quantize], group_size)
     return Model(path, core, report)

@@ -17,17 +17,38 @@ namespace {
 class TableCollector : public WeightVisitor {
  public:
   std::vector<WeightSpec> specs;
-  void weight(const WeightSpec& spec, Hold, Tensor*, float*) override { specs.push_back(spec); }
+  void weight(const WeightSpec& spec, Hold, WeightSlot) override { specs.push_back(spec); }
 };
 
 // The memory of every bound tensor with its name.
 class SpanCollector : public WeightVisitor {
  public:
   std::vector<std::tuple<const char*, const char*, std::string>> spans;
-  void weight(const WeightSpec& spec, Hold, Tensor* t, float*) override {
-    if (!t || !t->defined() || t->numel() == 0) return;
-    const char* b = static_cast<const char*>(t->data());
-    spans.emplace_back(b, b + t->nbytes(), spec.name);
+  void weight(const WeightSpec& spec, Hold, WeightSlot slot) override {
+    if (slot.tensor) add(*slot.tensor, spec.name);
+    if (slot.linear) {
+      add(slot.linear->dense, spec.name);
+      add(slot.linear->quant.q, spec.name);
+      add(slot.linear->quant.scales, spec.name + " (scales)");
+      add(slot.linear->quant.biases, spec.name + " (biases)");
+    }
+  }
+
+ private:
+  void add(const Tensor& t, const std::string& name) {
+    if (!t.defined() || t.numel() == 0) return;
+    const char* b = static_cast<const char*>(t.data());
+    spans.emplace_back(b, b + t.nbytes(), name);
+  }
+};
+
+// Sums the bytes of the text matrices a decode step reads.
+class DecodeBytesCounter : public WeightVisitor {
+ public:
+  size_t bytes = 0;
+  void weight(const WeightSpec& spec, Hold, WeightSlot slot) override {
+    if (spec.component != "text" || spec.name.find("embed_tokens_per_layer") != std::string::npos) return;
+    if (slot.linear) bytes += slot.linear->nbytes();
   }
 };
 
@@ -91,7 +112,9 @@ std::shared_ptr<Gemma4Model> Gemma4Model::load(const std::string& dir, const Loa
                          "] (max_position_embeddings), got ", opt.max_context));
   if (opt.prefill_chunk < 1) throw InputError(cat("load: prefill_chunk must be a positive integer, got ", opt.prefill_chunk));
   m->ckpt_ = io::Checkpoint::open(dir);
-  CheckpointBinder binder(m->ckpt_);
+  if (opt.quantize.bits != 0 && opt.quantize.bits != 4 && opt.quantize.bits != 8)
+    throw InputError(cat("load: quantize must be 4 or 8 bits (q4 / q8), got ", opt.quantize.bits));
+  CheckpointBinder binder(m->ckpt_, opt.quantize);
   visit_weights(m->cfg_, m->weights_, binder);
 
   TextSettings s;
@@ -120,6 +143,13 @@ std::shared_ptr<Gemma4Model> Gemma4Model::load(const std::string& dir, const Loa
   const char* env = std::getenv("MARKBASE_CHECK_FINITE");
   m->check_finite_ = env && *env && std::strcmp(env, "0") != 0;
   return m;
+}
+
+size_t Gemma4Model::decode_weight_bytes() const {
+  DecodeBytesCounter c;
+  ModelWeights& w = const_cast<ModelWeights&>(weights_);  // the walk only reads the bound slots
+  visit_weights(cfg_, w, c);
+  return c.bytes;
 }
 
 template <class F>

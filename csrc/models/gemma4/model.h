@@ -38,6 +38,7 @@ struct LoadOptions {
   Exec exec;                   // the device the model runs on
   int64_t max_context = 0;     // 0: max_position_embeddings
   int64_t prefill_chunk = 256;
+  QuantizeOptions quantize;    // bits 0: matrices as stored
 };
 
 class Gemma4Model {
@@ -51,6 +52,9 @@ class Gemma4Model {
   int64_t max_context() const { return max_context_; }
   const Exec& exec() const { return exec_; }
   const ModelWeights& weights() const { return weights_; }
+  // Bytes of text-decoder weights a decode step reads (every matrix but the gathered PLE table, the tied
+  // embedding counted once as the LM head), as the model holds them (quantized or not).
+  size_t decode_weight_bytes() const;
   // Encodes one image's patches (preprocess/image.py): the vision tower + embed_vision, or the 12B's
   // embedder. InputError when the checkpoint has no vision part.
   VisionOutput encode_image(const Tensor& pixels, const Tensor& positions) const;

@@ -11,6 +11,7 @@
 #include "ops/linear.h"
 #include "ops/moe.h"
 #include "ops/norm.h"
+#include "ops/quant.h"
 #include "ops/rope.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"
@@ -25,11 +26,12 @@ using runtime::name_intermediate;
 
 void visit_weights(const TextConfig& t, TextWeights& w, const WeightScope& s) {
   const int64_t H = t.hidden_size, L = t.num_hidden_layers, P = t.hidden_size_per_layer_input, nh = t.num_attention_heads;
-  s.tensor(w.embed_tokens, "embed_tokens.weight", {t.vocab_size, H});
+  s.linear(w.embed_tokens, "embed_tokens.weight", {t.vocab_size, H}, QuantRule::Table);
   s.f32(w.norm, "norm.weight", {H});
   if (t.has_ple()) {
-    s.tensor(w.embed_tokens_per_layer, "embed_tokens_per_layer.weight", {t.vocab_size_per_layer_input, L * P});
-    s.tensor(w.per_layer_model_projection, "per_layer_model_projection.weight", {L * P, H});
+    // The PLE table stays as stored: gathered a row per token, it is never read whole (a lazily touched mapping).
+    s.linear(w.embed_tokens_per_layer, "embed_tokens_per_layer.weight", {t.vocab_size_per_layer_input, L * P}, QuantRule::Keep);
+    s.linear(w.per_layer_model_projection, "per_layer_model_projection.weight", {L * P, H}, QuantRule::Keep);
     s.f32(w.per_layer_projection_norm, "per_layer_projection_norm.weight", {P});
   }
   w.layers.resize(size_t(L));
@@ -42,34 +44,34 @@ void visit_weights(const TextConfig& t, TextWeights& w, const WeightScope& s) {
     ls.f32(lw.pre_feedforward_layernorm, "pre_feedforward_layernorm.weight", {H});
     ls.f32(lw.post_feedforward_layernorm, "post_feedforward_layernorm.weight", {H});
     ls.scalar(lw.layer_scalar, "layer_scalar", {1});
-    ls.tensor(lw.q_proj, "self_attn.q_proj.weight", {nh * d, H});
+    ls.linear(lw.q_proj, "self_attn.q_proj.weight", {nh * d, H}, QuantRule::Matrix);
     ls.f32(lw.q_norm, "self_attn.q_norm.weight", {d});
-    ls.tensor(lw.o_proj, "self_attn.o_proj.weight", {H, nh * d});
+    ls.linear(lw.o_proj, "self_attn.o_proj.weight", {H, nh * d}, QuantRule::Matrix);
     if (spec.reuses_kv()) {
       // Reuse layers read another layer's cache: their own k/v weights, if saved, are never used.
       ls.ignored("self_attn.k_proj.weight", {kv * d, H});
       ls.ignored("self_attn.k_norm.weight", {d});
       if (spec.has_v_proj) ls.ignored("self_attn.v_proj.weight", {kv * d, H});
     } else {
-      ls.tensor(lw.k_proj, "self_attn.k_proj.weight", {kv * d, H});
+      ls.linear(lw.k_proj, "self_attn.k_proj.weight", {kv * d, H}, QuantRule::Matrix);
       ls.f32(lw.k_norm, "self_attn.k_norm.weight", {d});
-      if (spec.has_v_proj) ls.tensor(lw.v_proj, "self_attn.v_proj.weight", {kv * d, H});
+      if (spec.has_v_proj) ls.linear(lw.v_proj, "self_attn.v_proj.weight", {kv * d, H}, QuantRule::Matrix);
     }
-    ls.tensor(lw.gate_proj, "mlp.gate_proj.weight", {I, H});
-    ls.tensor(lw.up_proj, "mlp.up_proj.weight", {I, H});
-    ls.tensor(lw.down_proj, "mlp.down_proj.weight", {H, I});
+    ls.linear(lw.gate_proj, "mlp.gate_proj.weight", {I, H}, QuantRule::Matrix);
+    ls.linear(lw.up_proj, "mlp.up_proj.weight", {I, H}, QuantRule::Matrix);
+    ls.linear(lw.down_proj, "mlp.down_proj.weight", {H, I}, QuantRule::Matrix);
     if (t.has_ple()) {
-      ls.tensor(lw.per_layer_input_gate, "per_layer_input_gate.weight", {P, H});
-      ls.tensor(lw.per_layer_projection, "per_layer_projection.weight", {H, P});
+      ls.linear(lw.per_layer_input_gate, "per_layer_input_gate.weight", {P, H}, QuantRule::Keep);
+      ls.linear(lw.per_layer_projection, "per_layer_projection.weight", {H, P}, QuantRule::Keep);
       ls.f32(lw.post_per_layer_input_norm, "post_per_layer_input_norm.weight", {H});
     }
     if (t.enable_moe_block) {
       const int64_t E = t.num_experts, Im = t.moe_intermediate_size;
-      ls.tensor(lw.router_proj, "router.proj.weight", {E, H});
+      ls.linear(lw.router_proj, "router.proj.weight", {E, H}, QuantRule::Keep);
       ls.f32(lw.router_scale, "router.scale", {H});
       ls.f32(lw.router_per_expert_scale, "router.per_expert_scale", {E});
-      ls.tensor(lw.experts_gate_up_proj, "experts.gate_up_proj", {E, 2 * Im, H});
-      ls.tensor(lw.experts_down_proj, "experts.down_proj", {E, H, Im});
+      ls.linear(lw.experts_gate_up_proj, "experts.gate_up_proj", {E, 2 * Im, H}, QuantRule::Matrix);
+      ls.linear(lw.experts_down_proj, "experts.down_proj", {E, H, Im}, QuantRule::Matrix);
       ls.f32(lw.pre_feedforward_layernorm_2, "pre_feedforward_layernorm_2.weight", {H});
       ls.f32(lw.post_feedforward_layernorm_1, "post_feedforward_layernorm_1.weight", {H});
       ls.f32(lw.post_feedforward_layernorm_2, "post_feedforward_layernorm_2.weight", {H});
@@ -418,7 +420,8 @@ void TextDecoder::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor
   Tensor e_in = A.tensor(DType::F32, {T, H});
   ops::rms_norm(r, lw.pre_feedforward_layernorm_2, eps, e_in, st.ex);
   Tensor acc = A.tensor(DType::F32, {T, H});
-  if (T * K <= kMoeGatheredRows) moe_experts_gathered(st, lw, e_in, top_w, top_i, acc, T);
+  // Quantized experts always take the grouped path (no gathered quantized kernel: one host sync per layer).
+  if (T * K <= kMoeGatheredRows && !lw.experts_gate_up_proj.quantized()) moe_experts_gathered(st, lw, e_in, top_w, top_i, acc, T);
   else moe_experts_grouped(st, lw, e_in, top_w, top_i, acc, T);
   ops::rms_norm(acc, lw.post_feedforward_layernorm_2, eps, acc, st.ex);
   name_intermediate(acc, "ffn_moe_out", l);
@@ -440,14 +443,14 @@ void TextDecoder::moe_experts_gathered(DecoderState& st, const TextLayerWeights&
   Tensor rows_in = A.tensor(DType::F32, {R, H});
   ops::embedding(e_in, row_token, rows_in, 1.0f, st.ex);  // each token's row once per chosen expert
   Tensor gu = A.tensor(DType::F32, {R, 2 * I});
-  ops::linear_gathered(rows_in, lw.experts_gate_up_proj, expert_of_row, gu, st.ex);
+  ops::linear_gathered(rows_in, lw.experts_gate_up_proj.dense, expert_of_row, gu, st.ex);
   // [gate | up] = gu split along the last dim; a = gelu_tanh(gate) · up
   Tensor a = A.tensor(DType::F32, {R, I}), up = A.tensor(DType::F32, {R, I});
   ops::copy(gu.slice(1, 0, I), a, st.ex);
   ops::copy(gu.slice(1, I, 2 * I), up, st.ex);
   gelu_gate(st.ex, a, up);
   Tensor out = A.tensor(DType::F32, {R, H});
-  ops::linear_gathered(a, lw.experts_down_proj, expert_of_row, out, st.ex);
+  ops::linear_gathered(a, lw.experts_down_proj.dense, expert_of_row, out, st.ex);
   // acc[t] = Σ_j w · out over token t's rows, j in increasing expert id (route_weights sorted them).
   ops::copy(moe_zeros_.slice(0, 0, T), acc, st.ex);
   ops::index_add(acc, row_token, out, &weight_of_row, st.ex);
@@ -494,12 +497,12 @@ void TextDecoder::moe_experts_grouped(DecoderState& st, const TextLayerWeights& 
       Tensor in = rows_in.slice(0, 0, n), g2 = gu.slice(0, 0, n), a = act.slice(0, 0, n), out = rows_out.slice(0, 0, n);
       Tensor up = up_rows.slice(0, 0, n), idx = tok_ids.slice(0, s0, s0 + n), wts = tok_w.slice(0, s0, s0 + n);
       ops::embedding(e_in, idx, in, 1.0f, st.ex);  // gather the routed tokens' rows: [n, H]
-      ops::linear(in, lw.experts_gate_up_proj.select(0, e), nullptr, g2, st.ex);
+      ops::linear(in, lw.experts_gate_up_proj.expert(e), nullptr, g2, st.ex);
       // [gate | up] = g2 split along the last dim; a = gelu_tanh(gate) · up
       ops::copy(g2.slice(1, 0, I), a, st.ex);
       ops::copy(g2.slice(1, I, 2 * I), up, st.ex);
       gelu_gate(st.ex, a, up);
-      ops::linear(a, lw.experts_down_proj.select(0, e), nullptr, out, st.ex);
+      ops::linear(a, lw.experts_down_proj.expert(e), nullptr, out, st.ex);
       ops::index_add(acc, idx, out, &wts, st.ex);  // acc[tok] += w · out, in token order
     }
   }

@@ -16,27 +16,33 @@
 #include "core/tensor.h"
 #include "models/gemma4/config.h"
 #include "models/gemma4/weights.h"
+#include "ops/quant.h"
 #include "runtime/kv_cache.h"
 
 namespace mb::gemma4 {
 
+// Matrices are ops::LinearWeight: read in place (f32 / bf16 / f16), or quantized (at load, or stored
+// MLX-quantized); the decoder calls ops::linear / ops::embedding on them either way.
 struct TextLayerWeights {
   Tensor input_layernorm, post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm;  // [H] f32
   float layer_scalar = 1.f;
-  Tensor q_proj, q_norm, k_proj, k_norm, v_proj, o_proj;                 // norms [d] f32; k/v absent in reuse layers
-  Tensor gate_proj, up_proj, down_proj;                                  // dense MLP
-  Tensor per_layer_input_gate, per_layer_projection, post_per_layer_input_norm;  // PLE models
-  Tensor router_proj, router_scale, router_per_expert_scale;             // MoE (scales f32)
-  Tensor experts_gate_up_proj, experts_down_proj;                        // [E, 2I, H], [E, H, I]
+  ops::LinearWeight q_proj, k_proj, v_proj, o_proj;                      // k/v absent in reuse layers
+  Tensor q_norm, k_norm;                                                 // [d] f32
+  ops::LinearWeight gate_proj, up_proj, down_proj;                       // dense MLP
+  ops::LinearWeight per_layer_input_gate, per_layer_projection;          // PLE models
+  Tensor post_per_layer_input_norm;
+  ops::LinearWeight router_proj;                                         // MoE
+  Tensor router_scale, router_per_expert_scale;                          // f32
+  ops::LinearWeight experts_gate_up_proj, experts_down_proj;             // stacked [E, 2I, H], [E, H, I]
   Tensor pre_feedforward_layernorm_2, post_feedforward_layernorm_1, post_feedforward_layernorm_2;
 };
 
 struct TextWeights {
-  Tensor embed_tokens;                  // [V, H], also the tied LM head
-  Tensor norm;                          // [H] f32, final norm
-  Tensor embed_tokens_per_layer;        // [V_ple, L·P]   PLE models
-  Tensor per_layer_model_projection;    // [L·P, H]
-  Tensor per_layer_projection_norm;     // [P] f32
+  ops::LinearWeight embed_tokens;                // [V, H], also the tied LM head
+  Tensor norm;                                   // [H] f32, final norm
+  ops::LinearWeight embed_tokens_per_layer;      // [V_ple, L·P]   PLE models (gathered: a lazily touched mapping)
+  ops::LinearWeight per_layer_model_projection;  // [L·P, H]
+  Tensor per_layer_projection_norm;              // [P] f32
   std::vector<TextLayerWeights> layers;
 };
 

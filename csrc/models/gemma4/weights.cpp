@@ -38,8 +38,8 @@ WeightScope WeightScope::at(const std::string& more, int64_t layer) const {
   return s;
 }
 
-void WeightScope::emit(const std::string& name, Shape shape, WeightRole role, Hold hold, Tensor* t, float* s,
-                       std::vector<std::string> aliases) const {
+void WeightScope::emit(const std::string& name, Shape shape, WeightRole role, Hold hold, WeightSlot slot,
+                       std::vector<std::string> aliases, QuantRule rule) const {
   WeightSpec spec;
   spec.name = prefix_ + name;
   spec.shape = std::move(shape);
@@ -48,24 +48,29 @@ void WeightScope::emit(const std::string& name, Shape shape, WeightRole role, Ho
   spec.role = role;
   for (const auto& a : alias_prefixes_) spec.aliases.push_back(a + name);
   for (auto& a : aliases) spec.aliases.push_back(std::move(a));
+  spec.linear = hold == Hold::Linear;
+  spec.quant = rule;
   {
     std::lock_guard<std::mutex> lk(filter_mutex());
     if (filter_slot() && !filter_slot()(spec)) return;
   }
-  visitor_->weight(spec, hold, t, s);
+  visitor_->weight(spec, hold, slot);
 }
 
 void WeightScope::tensor(Tensor& slot, const std::string& name, Shape shape, std::vector<std::string> aliases) const {
-  emit(name, std::move(shape), WeightRole::Required, Hold::InPlace, &slot, nullptr, std::move(aliases));
+  emit(name, std::move(shape), WeightRole::Required, Hold::InPlace, {&slot, nullptr, nullptr}, std::move(aliases));
 }
 void WeightScope::f32(Tensor& slot, const std::string& name, Shape shape, std::vector<std::string> aliases) const {
-  emit(name, std::move(shape), WeightRole::Required, Hold::F32, &slot, nullptr, std::move(aliases));
+  emit(name, std::move(shape), WeightRole::Required, Hold::F32, {&slot, nullptr, nullptr}, std::move(aliases));
 }
 void WeightScope::scalar(float& slot, const std::string& name, Shape shape) const {
-  emit(name, std::move(shape), WeightRole::Required, Hold::Scalar, nullptr, &slot, {});
+  emit(name, std::move(shape), WeightRole::Required, Hold::Scalar, {nullptr, &slot, nullptr}, {});
+}
+void WeightScope::linear(ops::LinearWeight& slot, const std::string& name, Shape shape, QuantRule rule) const {
+  emit(name, std::move(shape), WeightRole::Required, Hold::Linear, {nullptr, nullptr, &slot}, {}, rule);
 }
 void WeightScope::ignored(const std::string& name, Shape shape) const {
-  emit(name, std::move(shape), WeightRole::Ignored, Hold::Ignored, nullptr, nullptr, {});
+  emit(name, std::move(shape), WeightRole::Ignored, Hold::Ignored, {}, {});
 }
 
 void visit_clippable(const WeightScope& s, ClippableLinear& l, const std::string& name, Shape shape, bool clipped) {
@@ -77,13 +82,96 @@ void visit_clippable(const WeightScope& s, ClippableLinear& l, const std::string
   s.scalar(l.output_max, name + ".output_max");
 }
 
-void CheckpointBinder::weight(const WeightSpec& spec, Hold hold, Tensor* tensor_slot, float* scalar_slot) {
+namespace {
+
+// "<base>.weight" -> "<base>"; names without the suffix (stacked experts) are their own base.
+std::string quant_base(const std::string& name) {
+  const std::string suffix = ".weight";
+  if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return name.substr(0, name.size() - suffix.size());
+  return name;
+}
+
+}  // namespace
+
+bool find_quantized(const io::Checkpoint& ckpt, const std::string& name, const Shape& shape, ops::QuantizedMatrix* out) {
+  const std::string base = quant_base(name);
+  const std::string sn = base + ".scales", bn = base + ".biases";
+  if (!ckpt.contains(sn) || !ckpt.contains(name)) return false;
+  const std::string& dir = ckpt.dir();
+  if (!ckpt.contains(bn))
+    throw CheckpointError(cat(dir, ": ", sn, " is present but ", bn, " is missing (markbase reads MLX's affine "
+                              "quantization: scales and biases per group)"));
+  Tensor q = ckpt.packed_bytes(name), scales = ckpt.tensor(sn), biases = ckpt.tensor(bn);
+  const int64_t K = shape.back();
+  const Shape lead(shape.begin(), shape.end() - 1);  // [.., N]
+  auto lead_of = [](const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 1); };
+  if (lead_of(q) != lead || lead_of(scales) != lead || scales.shape() != biases.shape() || scales.size(-1) < 1)
+    throw CheckpointError(cat(dir, ": quantized ", name, " (", shape_str(ckpt.info(name).shape), " ", ckpt.info(name).dtype,
+                              ", scales ", shape_str(scales.shape()), ", biases ", shape_str(biases.shape()),
+                              ") does not hold a matrix of shape ", shape_str(shape)));
+  const int64_t bytes = q.size(-1), groups = scales.size(-1);
+  const int bits = int(bytes * 8 / K);
+  const int group_size = int(K / groups);
+  if (bytes * 8 % K || K % groups || (bits != 4 && bits != 8) ||
+      (group_size != 32 && group_size != 64 && group_size != 128))
+    throw CheckpointError(cat(dir, ": quantized ", name, " holds ", K, " columns in ", bytes, " bytes per row with ", groups,
+                              " groups: markbase reads 4- and 8-bit affine weights in groups of 32, 64 or 128 "
+                              "(other MLX modes and widths are not supported)"));
+  for (const Tensor* t : {&scales, &biases})
+    if (t->dtype() != DType::F32 && t->dtype() != DType::BF16 && t->dtype() != DType::F16)
+      throw CheckpointError(cat(dir, ": ", t == &scales ? sn : bn, " has dtype ", dtype_name(t->dtype()),
+                                ", expected F32, BF16 or F16"));
+  out->q = q;
+  out->scales = scales;
+  out->biases = biases;
+  out->bits = bits;
+  out->group_size = group_size;
+  return true;
+}
+
+namespace {
+
+// Quantizes a dense [N, K] or stacked [E, N, K] matrix (rows quantized independently).
+ops::QuantizedMatrix quantize_stacked(const Tensor& w, int bits, int group_size) {
+  const int64_t K = w.size(-1), rows = w.numel() / K;
+  const DType sdt = w.dtype();  // MLX keeps scales and biases in the weight's dtype
+  ops::QuantizedMatrix m = ops::quantize_affine(w.reshape({rows, K}), bits, group_size, sdt);
+  Shape qs = w.shape(), gs = w.shape();
+  qs.back() = K * bits / 8;
+  gs.back() = K / group_size;
+  m.q = m.q.reshape(qs);
+  m.scales = m.scales.reshape(gs);
+  m.biases = m.biases.reshape(gs);
+  return m;
+}
+
+// Dequantizes a (possibly stacked) matrix to dtype `dt`, for slots that are not LinearWeights.
+Tensor dequantize_stacked(const ops::QuantizedMatrix& m, const Shape& shape, DType dt) {
+  const int64_t K = shape.back(), rows = m.q.numel() * 8 / m.bits / K;
+  ops::QuantizedMatrix flat = m;
+  flat.q = m.q.reshape({rows, m.q.size(-1)});
+  flat.scales = m.scales.reshape({rows, m.scales.size(-1)});
+  flat.biases = m.biases.reshape({rows, m.biases.size(-1)});
+  return ops::dequantize_affine(flat).reshape(shape).to(dt);
+}
+
+}  // namespace
+
+void CheckpointBinder::weight(const WeightSpec& spec, Hold hold, WeightSlot slot) {
   if (hold == Hold::Ignored) return;
   const std::string* stored = nullptr;
   if (ckpt_.contains(spec.name)) stored = &spec.name;
   for (const auto& a : spec.aliases)
     if (!stored && ckpt_.contains(a)) stored = &a;
   if (!stored) throw CheckpointError(cat(ckpt_.dir(), ": tensor ", spec.name, " is missing"));
+  ops::QuantizedMatrix stored_quant;
+  if (spec.shape.size() >= 2 && find_quantized(ckpt_, *stored, spec.shape, &stored_quant)) {
+    if (hold == Hold::Linear) slot.linear->quant = stored_quant;
+    else if (hold == Hold::F32) *slot.tensor = dequantize_stacked(stored_quant, spec.shape, DType::F32);
+    else *slot.tensor = dequantize_stacked(stored_quant, spec.shape, stored_quant.scales.dtype());
+    return;
+  }
   Tensor t = ckpt_.tensor(*stored);
   // A [] scalar and a [1] vector hold the same one value; every other shape must match exactly.
   const bool one_value = hold == Hold::Scalar && t.numel() == 1;
@@ -93,9 +181,20 @@ void CheckpointBinder::weight(const WeightSpec& spec, Hold hold, Tensor* tensor_
   if (t.dtype() != DType::F32 && t.dtype() != DType::BF16 && t.dtype() != DType::F16)
     throw CheckpointError(cat(ckpt_.dir(), ": tensor ", *stored, " has dtype ", dtype_name(t.dtype()),
                               ", expected F32, BF16 or F16"));
-  if (hold == Hold::Scalar) *scalar_slot = t.to(DType::F32).data_as<const float>()[0];
-  else if (hold == Hold::F32) *tensor_slot = t.to(DType::F32);
-  else *tensor_slot = t;
+  if (hold == Hold::Scalar) *slot.scalar = t.to(DType::F32).data_as<const float>()[0];
+  else if (hold == Hold::F32) *slot.tensor = t.to(DType::F32);
+  else if (hold == Hold::InPlace) *slot.tensor = t;
+  else {
+    const int bits = spec.quant == QuantRule::Matrix ? quantize_.bits
+                     : spec.quant == QuantRule::Table && quantize_.bits ? 8  // a gather: 8 bits keep it near-exact
+                                                                         : 0;
+    if (bits && spec.shape.back() % quantize_.group_size == 0) {
+      slot.linear->quant = quantize_stacked(t, bits, quantize_.group_size);
+      ckpt_.release(*stored);  // the bf16 source pages leave this process as soon as they are quantized
+    } else {
+      slot.linear->dense = t;
+    }
+  }
 }
 
 }  // namespace mb::gemma4

@@ -17,6 +17,7 @@
 
 #include "core/tensor.h"
 #include "models/gemma4/config.h"
+#include "ops/quant.h"
 
 namespace mb::io {
 class Checkpoint;
@@ -29,6 +30,13 @@ enum class WeightRole : uint8_t {
   Ignored,   // may be present (KV-reuse layers' k/v projections, an untied lm_head) and is never read
 };
 
+// What load-time quantization (`load(..., quantize=q8|q4)`) may do to a matrix held as a LinearWeight.
+enum class QuantRule : uint8_t {
+  Keep,    // stays as stored: numerically sensitive (router, PLE projections; spec §2.3, issue 12)
+  Matrix,  // quantized to the requested bits (attention / MLP / expert projections)
+  Table,   // a gathered table that is also a matmul (the tied embedding / LM head): at most 8 bits
+};
+
 struct WeightSpec {
   std::string name;
   Shape shape;
@@ -36,6 +44,8 @@ struct WeightSpec {
   int64_t layer = -1;     // decoder / encoder layer, −1 for global tensors
   WeightRole role = WeightRole::Required;
   std::vector<std::string> aliases;
+  bool linear = false;              // held as an ops::LinearWeight: may be stored MLX-quantized on disk
+  QuantRule quant = QuantRule::Keep;
   bool required() const { return role == WeightRole::Required; }
 };
 
@@ -44,15 +54,22 @@ enum class Hold : uint8_t {
   InPlace,  // read in place from the mapped checkpoint (matrices, tables), any float dtype
   F32,      // converted to f32 once at load (norm weights, small scales)
   Scalar,   // one value read into a float (layer_scalar, clip bounds)
+  Linear,   // an ops::LinearWeight: in place, quantized at load, or MLX-quantized on disk
   Ignored,  // never read
+};
+
+// Where the model keeps one tensor: exactly one member is set (none for Hold::Ignored).
+struct WeightSlot {
+  Tensor* tensor = nullptr;             // InPlace / F32
+  float* scalar = nullptr;              // Scalar
+  ops::LinearWeight* linear = nullptr;  // Linear
 };
 
 // Receives every tensor a visit function names, with where the model keeps it.
 class WeightVisitor {
  public:
   virtual ~WeightVisitor() = default;
-  // tensor_slot is set for InPlace / F32, scalar_slot for Scalar, neither for Ignored.
-  virtual void weight(const WeightSpec& spec, Hold hold, Tensor* tensor_slot, float* scalar_slot) = 0;
+  virtual void weight(const WeightSpec& spec, Hold hold, WeightSlot slot) = 0;
 };
 
 // Names tensors relative to a prefix, for one component and layer.
@@ -65,11 +82,13 @@ class WeightScope {
   void tensor(Tensor& slot, const std::string& name, Shape shape, std::vector<std::string> aliases = {}) const;
   void f32(Tensor& slot, const std::string& name, Shape shape, std::vector<std::string> aliases = {}) const;
   void scalar(float& slot, const std::string& name, Shape shape = {}) const;
+  // A matrix [N, K] (or stacked experts [E, N, K]) that ops::linear / ops::embedding read.
+  void linear(ops::LinearWeight& slot, const std::string& name, Shape shape, QuantRule rule) const;
   void ignored(const std::string& name, Shape shape) const;
 
  private:
-  void emit(const std::string& name, Shape shape, WeightRole role, Hold hold, Tensor* t, float* s,
-            std::vector<std::string> aliases) const;
+  void emit(const std::string& name, Shape shape, WeightRole role, Hold hold, WeightSlot slot,
+            std::vector<std::string> aliases, QuantRule rule = QuantRule::Keep) const;
 
   WeightVisitor* visitor_;
   std::string prefix_;
@@ -89,16 +108,34 @@ struct ClippableLinear {
 // Names `<name>.linear.weight` and, when clipped, the four `<name>.{input,output}_{min,max}` scalars.
 void visit_clippable(const WeightScope& s, ClippableLinear& l, const std::string& name, Shape shape, bool clipped);
 
+// Load-time quantization: bits 0 keeps every matrix as stored; 4 or 8 quantizes QuantRule::Matrix slots
+// to `bits` and QuantRule::Table slots to 8, in MLX's affine format with groups of `group_size`.
+struct QuantizeOptions {
+  int bits = 0;
+  int group_size = 64;
+};
+
 // Binds a walk's slots from the checkpoint: a required tensor that is missing, misshapen or not a float
 // dtype is a CheckpointError naming it (load validates first, so this is the last line of defence).
+// A matrix stored MLX-quantized (`<name>` u32-packed beside `<base>.scales` / `<base>.biases`) binds in
+// place to a Linear slot, and is dequantized (to the scales' dtype) for any other slot. Matrices
+// quantized here release their source pages as they go, so peak memory stays near the quantized size.
 class CheckpointBinder : public WeightVisitor {
  public:
-  explicit CheckpointBinder(const io::Checkpoint& ckpt) : ckpt_(ckpt) {}
-  void weight(const WeightSpec& spec, Hold hold, Tensor* tensor_slot, float* scalar_slot) override;
+  explicit CheckpointBinder(const io::Checkpoint& ckpt, QuantizeOptions quantize = {})
+      : ckpt_(ckpt), quantize_(quantize) {}
+  void weight(const WeightSpec& spec, Hold hold, WeightSlot slot) override;
 
  private:
   const io::Checkpoint& ckpt_;
+  QuantizeOptions quantize_;
 };
+
+// The MLX-quantized form of matrix `name` [.., N, K] in ckpt, if stored so: `name` (or the name it is
+// stored under) as packed U32 [.., N, K·bits/32] plus `<base>.scales` / `<base>.biases` [.., N, K/group]
+// where base is `name` without ".weight". Bits and group size follow from the shapes. Returns false when
+// the matrix is stored unquantized; a quantized form that contradicts `shape` is a CheckpointError.
+bool find_quantized(const io::Checkpoint& ckpt, const std::string& name, const Shape& shape, ops::QuantizedMatrix* out);
 
 // Test seam (tests/models/test_weight_table.py): entries the filter rejects are dropped from every walk,
 // as if deleted from the visit functions. Null (the default) keeps everything.
