@@ -183,6 +183,8 @@ void bind(py::module_& m) {
       })
       .def_property_readonly("aliases", [](const WeightSpec& s) { return py::tuple(py::cast(s.aliases)); })
       .def_property_readonly("required", &WeightSpec::required)
+      .def_property_readonly("split_halves", [](const WeightSpec& s) { return py::tuple(py::cast(s.split_halves)); },
+                             "pairs of names MLX stores this matrix's two halves (along dim -2) under")
       .def_readonly("linear", &WeightSpec::linear, "held as a matrix that may be stored MLX-quantized")
       .def_property_readonly("quant", [](const WeightSpec& s) {
         return s.quant == QuantRule::Matrix ? "matrix" : s.quant == QuantRule::Table ? "table" : "keep";

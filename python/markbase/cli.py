@@ -104,6 +104,17 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--device", default="auto")
     tr.set_defaults(func=cmd_trace)
 
+    qz = sub.add_parser("quantize", help="write a checkpoint's 8- or 4-bit copy in MLX's quantized format",
+                        description="Write DIR's quantized copy to OUT in MLX's affine format (as mlx-vlm's convert "
+                                    "writes it; markbase loads it directly): the decoder's attention, MLP and expert "
+                                    "matrices to --bits, the tied embedding / LM head and the PLE table to 8 bits; "
+                                    "norms, router, PLE projections and the vision / audio encoders stay as stored.")
+    qz.add_argument("dir", help="source checkpoint directory (bf16 / f16 / f32, as published)")
+    qz.add_argument("out", help="output directory")
+    qz.add_argument("--bits", type=int, choices=(4, 8), default=4)
+    qz.add_argument("--group-size", type=int, choices=(32, 64, 128), default=64)
+    qz.set_defaults(func=cmd_quantize)
+
     dev = sub.add_parser("devices", help="list the backends built into this installation",
                          description="List the backends built into this installation, in order of preference.")
     dev.set_defaults(func=cmd_devices)
@@ -334,6 +345,18 @@ def cmd_validate(args) -> int:
     report = markbase.validate(args.dir, scan_values=not args.no_values)
     sys.stdout.write(str(report))
     return 0 if report.ok else 1
+
+
+def cmd_quantize(args) -> int:
+    import time
+
+    from .mlx_format import quantize_checkpoint
+
+    t0 = time.perf_counter()
+    counts = quantize_checkpoint(args.dir, args.out, bits=args.bits, group_size=args.group_size)
+    print(f"wrote {args.out}: {counts['quantized']} matrices quantized ({args.bits}-bit, groups of {args.group_size}), "
+          f"{counts['kept']} tensors kept, {counts['bytes'] / 1e9:.2f} GB in {time.perf_counter() - t0:.1f} s")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -156,6 +156,10 @@ def validate(path: str | os.PathLike, scan_values: bool = True, progress: bool |
         report.config_error = str(e)
         return report
     report.family = cfg.family
+    mode_error = _quantization_mode_error(path)
+    if mode_error:
+        report.config_error = mode_error
+        return report
     table = weight_table(cfg)
     by_name = {}
     for spec in table:
@@ -188,20 +192,33 @@ def validate(path: str | os.PathLike, scan_values: bool = True, progress: bool |
 
     prefix = text_prefix(cfg)
     seen_specs: set[str] = set()
+    half_of: dict[str, tuple[object, int]] = {}  # MLX's stored half name -> (spec, 0 | 1)
+    for spec in table:
+        for pair in spec.split_halves:
+            for i, n in enumerate(pair):
+                half_of[n] = (spec, i)
+    quant_parts = _quantized_parts(present, by_name, half_of)
+    halves_seen: dict[str, set[int]] = defaultdict(set)
     for name, (fname, sf) in sorted(present.items()):
+        if name in quant_parts:
+            continue  # `<base>.scales` / `<base>.biases` of an MLX-quantized matrix: checked with it
         spec = by_name.get(name)
+        if spec is None and name in half_of:
+            spec, i = half_of[name]
+            halves_seen[spec.name].add(i)
+            want = list(spec.shape)
+            want[-2] //= 2
+            _check_stored(name, fname, sf, tuple(want), present, report)
+            if len(halves_seen[spec.name]) == 2:
+                seen_specs.add(spec.name)
+            continue
         if spec is None:
             report.unexpected.append(name)
             continue
         if spec.name in seen_specs:
             report.shard_errors.append(f"tensor {spec.name} is stored twice (also as {name})")
         seen_specs.add(spec.name)
-        shape = tuple(sf.shape(name))
-        if shape != spec.shape:
-            report.shape_mismatches.append(f"{name} in {fname}: shape {list(shape)}, expected {list(spec.shape)}")
-        dtype = sf.dtype(name)
-        if dtype not in FLOAT_DTYPES:
-            report.dtype_mismatches.append(f"{name} in {fname}: dtype {dtype}, expected F32, BF16 or F16")
+        _check_stored(name, fname, sf, spec.shape, present, report, mlx_name=not name.startswith("model.") and name != spec.name)
 
     groups: dict[str, list[str]] = defaultdict(list)
     totals: dict[str, int] = defaultdict(int)
@@ -227,6 +244,79 @@ def validate(path: str | os.PathLike, scan_values: bool = True, progress: bool |
             bar.advance(arr.nbytes)
         report.values_scanned = True
     return report
+
+
+def _quantization_mode_error(path: str) -> str | None:
+    """config.json's MLX "quantization" block names a mode markbase reads (affine), or is absent."""
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            q = json.load(f).get("quantization")
+    except (OSError, ValueError, AttributeError):
+        return None  # load_config already accepted the file; nothing more to say here
+    if q is None:
+        return None
+    if not isinstance(q, dict):
+        return f"{path}/config.json: quantization must be an object (MLX's {{group_size, bits, mode}}), got {q!r}"
+    mode = q.get("mode", "affine")
+    if mode != "affine":
+        return (f"{path}/config.json: quantization mode {mode!r} is not supported: markbase reads MLX's affine "
+                "4- and 8-bit weights (mode 'affine'); requantize with mode affine")
+    return None
+
+
+def _quant_base(name: str) -> str:
+    return name[: -len(".weight")] if name.endswith(".weight") else name
+
+
+def _quantized_parts(present: dict, by_name: dict, half_of: dict) -> set[str]:
+    """Names of the scales / biases that belong to a matrix of the table stored MLX-quantized."""
+    parts = set()
+    for name in present:
+        if name in by_name or name in half_of:
+            base = _quant_base(name)
+            for suffix in (".scales", ".biases"):
+                if base + suffix in present:
+                    parts.add(base + suffix)
+    return parts
+
+
+def _mlx_layout(stored: tuple, want: tuple) -> bool:
+    """MLX's own layouts of transformers' tensors (markbase reads both): channels-last audio conv kernels
+    [O, kH, kW, I] for [O, I, kH, kW], depthwise [C, K, 1] for [C, 1, K]."""
+    if len(want) == 4:
+        return stored == (want[0], want[2], want[3], want[1])
+    return len(want) == 3 and want[1] == 1 and stored == (want[0], want[2], 1)
+
+
+def _check_stored(name: str, fname: str, sf, want: tuple, present: dict, report: Report, mlx_name: bool = False) -> None:
+    """Shape and dtype of one stored tensor of the table: as transformers saves it, or MLX-quantized
+    (u32-packed 4- or 8-bit values beside `<base>.scales` / `<base>.biases`, groups of 32 / 64 / 128)."""
+    shape, dtype = tuple(sf.shape(name)), sf.dtype(name)
+    base = _quant_base(name)
+    if dtype == "U32" and base + ".scales" in present:
+        if base + ".biases" not in present:
+            report.dtype_mismatches.append(f"{name} in {fname}: quantized, but {base}.biases is missing (markbase reads "
+                                           "MLX's affine mode: scales and biases per group)")
+            return
+        s_file, b_file = present[base + ".scales"][1], present[base + ".biases"][1]
+        s_shape, b_shape = tuple(s_file.shape(base + ".scales")), tuple(b_file.shape(base + ".biases"))
+        K, groups = want[-1], (s_shape[-1] if s_shape else 0)
+        words = shape[-1] if shape else 0
+        bits = words * 32 // K if K else 0
+        ok = (len(want) >= 2 and shape[:-1] == want[:-1] and s_shape == b_shape and s_shape[:-1] == want[:-1]
+              and groups > 0 and K % groups == 0 and words * 32 == bits * K and bits in (4, 8) and K // groups in (32, 64, 128))
+        if not ok:
+            report.shape_mismatches.append(
+                f"{name} in {fname}: quantized as {list(shape)} U32 with scales {list(s_shape)} and biases {list(b_shape)}, "
+                f"which is not a 4- or 8-bit matrix {list(want)} in groups of 32, 64 or 128")
+        for part, f in ((base + ".scales", s_file), (base + ".biases", b_file)):
+            if f.dtype(part) not in FLOAT_DTYPES:
+                report.dtype_mismatches.append(f"{part}: dtype {f.dtype(part)}, expected F32, BF16 or F16")
+        return
+    if shape != tuple(want) and not (mlx_name and _mlx_layout(shape, tuple(want))):
+        report.shape_mismatches.append(f"{name} in {fname}: shape {list(shape)}, expected {list(want)}")
+    if dtype not in FLOAT_DTYPES:
+        report.dtype_mismatches.append(f"{name} in {fname}: dtype {dtype}, expected F32, BF16 or F16")
 
 
 def require_valid(path: str | os.PathLike) -> Report:

@@ -67,27 +67,32 @@ void visit_weights(const Gemma4Config& cfg, ModelWeights& w, WeightVisitor& visi
   // Text-only checkpoints keep the decoder under "model."; multimodal ones under "model.language_model."
   // (also accepted with the legacy doubled prefix "model.language_model.model.").
   const bool text_only = cfg.model_type == "gemma4_text" || cfg.model_type == "gemma4_unified_text";
-  const WeightScope text = text_only ? WeightScope(visitor, "model.", "text")
-                                     : WeightScope(visitor, "model.language_model.", "text", {"model.language_model.model."});
+  // MLX checkpoints (mlx-vlm's convert) drop the leading "model." of every part and keep the decoder
+  // under "language_model.model.".
+  const WeightScope text =
+      text_only ? WeightScope(visitor, "model.", "text", {"language_model.model."})
+                : WeightScope(visitor, "model.language_model.", "text", {"model.language_model.model.", "language_model.model."});
   visit_weights(cfg.text_config, w.text, text);
   // emplace only what is not there yet: a walk over bound weights (a SpanCollector) must not reset them
   if (cfg.vision_config) {
     if (!w.vision) w.vision.emplace();
-    visit_weights(*cfg.vision_config, H, *w.vision, WeightScope(visitor, "model.vision_tower.", "vision"),
-                  WeightScope(visitor, "model.embed_vision.", "embed_vision"));
+    visit_weights(*cfg.vision_config, H, *w.vision, WeightScope(visitor, "model.vision_tower.", "vision", {"vision_tower."}),
+                  WeightScope(visitor, "model.embed_vision.", "embed_vision", {"embed_vision."}));
   }
   if (cfg.audio_config) {
     if (!w.audio) w.audio.emplace();
-    visit_weights(*cfg.audio_config, H, *w.audio, WeightScope(visitor, "model.audio_tower.", "audio"),
-                  WeightScope(visitor, "model.embed_audio.", "embed_audio"));
+    visit_weights(*cfg.audio_config, H, *w.audio, WeightScope(visitor, "model.audio_tower.", "audio", {"audio_tower."}),
+                  WeightScope(visitor, "model.embed_audio.", "embed_audio", {"embed_audio."}));
   }
   if (cfg.unified_vision_config) {
     if (!w.unified_vision) w.unified_vision.emplace();
-    visit_weights(*cfg.unified_vision_config, H, *w.unified_vision, WeightScope(visitor, "model.embed_vision.", "embed_vision"));
+    visit_weights(*cfg.unified_vision_config, H, *w.unified_vision,
+                  WeightScope(visitor, "model.embed_vision.", "embed_vision", {"embed_vision."}));
   }
   if (cfg.unified_audio_config) {
     if (!w.unified_audio) w.unified_audio.emplace();
-    visit_weights(*cfg.unified_audio_config, H, *w.unified_audio, WeightScope(visitor, "model.embed_audio.", "embed_audio"));
+    visit_weights(*cfg.unified_audio_config, H, *w.unified_audio,
+                  WeightScope(visitor, "model.embed_audio.", "embed_audio", {"embed_audio."}));
   }
   // An untied copy of the LM head is tolerated and never read (the head is tied to embed_tokens).
   WeightScope(visitor, "", "text").ignored("lm_head.weight", {cfg.text_config.vocab_size, H});

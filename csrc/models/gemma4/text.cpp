@@ -70,8 +70,10 @@ void visit_weights(const TextConfig& t, TextWeights& w, const WeightScope& s) {
       ls.linear(lw.router_proj, "router.proj.weight", {E, H}, QuantRule::Keep);
       ls.f32(lw.router_scale, "router.scale", {H});
       ls.f32(lw.router_per_expert_scale, "router.per_expert_scale", {E});
-      ls.linear(lw.experts_gate_up_proj, "experts.gate_up_proj", {E, 2 * Im, H}, QuantRule::Matrix);
-      ls.linear(lw.experts_down_proj, "experts.down_proj", {E, H, Im}, QuantRule::Matrix);
+      // MLX (mlx-vlm / mlx-lm) stores the experts as switch_glu.{gate,up,down}_proj.weight, gate and up apart.
+      ls.linear(lw.experts_gate_up_proj, "experts.gate_up_proj", {E, 2 * Im, H}, QuantRule::Matrix, {},
+                {"experts.switch_glu.gate_proj.weight", "experts.switch_glu.up_proj.weight"});
+      ls.linear(lw.experts_down_proj, "experts.down_proj", {E, H, Im}, QuantRule::Matrix, {"experts.switch_glu.down_proj.weight"});
       ls.f32(lw.pre_feedforward_layernorm_2, "pre_feedforward_layernorm_2.weight", {H});
       ls.f32(lw.post_feedforward_layernorm_1, "post_feedforward_layernorm_1.weight", {H});
       ls.f32(lw.post_feedforward_layernorm_2, "post_feedforward_layernorm_2.weight", {H});

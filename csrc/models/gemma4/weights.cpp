@@ -1,5 +1,6 @@
 #include "models/gemma4/weights.h"
 
+#include <cstring>
 #include <mutex>
 
 #include "core/errors.h"
@@ -39,7 +40,8 @@ WeightScope WeightScope::at(const std::string& more, int64_t layer) const {
 }
 
 void WeightScope::emit(const std::string& name, Shape shape, WeightRole role, Hold hold, WeightSlot slot,
-                       std::vector<std::string> aliases, QuantRule rule) const {
+                       std::vector<std::string> aliases, QuantRule rule,
+                       const std::pair<std::string, std::string>& halves) const {
   WeightSpec spec;
   spec.name = prefix_ + name;
   spec.shape = std::move(shape);
@@ -48,6 +50,10 @@ void WeightScope::emit(const std::string& name, Shape shape, WeightRole role, Ho
   spec.role = role;
   for (const auto& a : alias_prefixes_) spec.aliases.push_back(a + name);
   for (auto& a : aliases) spec.aliases.push_back(std::move(a));
+  if (!halves.first.empty()) {
+    spec.split_halves.emplace_back(prefix_ + halves.first, prefix_ + halves.second);
+    for (const auto& a : alias_prefixes_) spec.split_halves.emplace_back(a + halves.first, a + halves.second);
+  }
   spec.linear = hold == Hold::Linear;
   spec.quant = rule;
   {
@@ -66,8 +72,15 @@ void WeightScope::f32(Tensor& slot, const std::string& name, Shape shape, std::v
 void WeightScope::scalar(float& slot, const std::string& name, Shape shape) const {
   emit(name, std::move(shape), WeightRole::Required, Hold::Scalar, {nullptr, &slot, nullptr}, {});
 }
-void WeightScope::linear(ops::LinearWeight& slot, const std::string& name, Shape shape, QuantRule rule) const {
-  emit(name, std::move(shape), WeightRole::Required, Hold::Linear, {nullptr, nullptr, &slot}, {}, rule);
+void WeightScope::linear(ops::LinearWeight& slot, const std::string& name, Shape shape, QuantRule rule,
+                         std::vector<std::string> aliases, std::pair<std::string, std::string> halves) const {
+  std::vector<std::string> spelled;  // each relative alias under the scope's prefix and its alias prefixes
+  for (const auto& a : aliases) {
+    spelled.push_back(prefix_ + a);
+    for (const auto& p : alias_prefixes_) spelled.push_back(p + a);
+  }
+  emit(name, std::move(shape), WeightRole::Required, Hold::Linear, {nullptr, nullptr, &slot}, std::move(spelled), rule,
+       halves);
 }
 void WeightScope::ignored(const std::string& name, Shape shape) const {
   emit(name, std::move(shape), WeightRole::Ignored, Hold::Ignored, {}, {});
@@ -158,13 +171,53 @@ Tensor dequantize_stacked(const ops::QuantizedMatrix& m, const Shape& shape, DTy
 
 }  // namespace
 
+namespace {
+
+// Concatenates two [.., n, c] tensors along dim −2 into new host memory: [.., 2n, c].
+Tensor concat_rows(const Tensor& a, const Tensor& b) {
+  Shape shape = a.shape();
+  shape[shape.size() - 2] *= 2;
+  Tensor out = Tensor::empty(a.dtype(), shape);
+  const int64_t lead = a.numel() / (a.size(-2) * a.size(-1));
+  const size_t half = size_t(a.nbytes() / lead);
+  const auto* pa = static_cast<const uint8_t*>(a.data());
+  const auto* pb = static_cast<const uint8_t*>(b.data());
+  auto* po = static_cast<uint8_t*>(out.data());
+  for (int64_t i = 0; i < lead; ++i) {
+    std::memcpy(po + 2 * i * half, pa + i * half, half);
+    std::memcpy(po + (2 * i + 1) * half, pb + i * half, half);
+  }
+  return out;
+}
+
+// A tensor MLX stores in its own layout, back in transformers' (stored under an MLX name only): audio
+// conv kernels channels-last [O, kH, kW, I] -> [O, I, kH, kW]; depthwise [C, K, 1] -> [C, 1, K] (same bytes).
+bool from_mlx_layout(const Tensor& t, const Shape& want, Tensor* out) {
+  const Shape& got = t.shape();
+  if (want.size() == 4 && got == Shape{want[0], want[2], want[3], want[1]}) {
+    *out = t.permute({0, 3, 1, 2}).contiguous();
+    return true;
+  }
+  if (want.size() == 3 && want[1] == 1 && got == Shape{want[0], want[2], 1}) {
+    *out = t.reshape(want);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void CheckpointBinder::weight(const WeightSpec& spec, Hold hold, WeightSlot slot) {
   if (hold == Hold::Ignored) return;
   const std::string* stored = nullptr;
   if (ckpt_.contains(spec.name)) stored = &spec.name;
   for (const auto& a : spec.aliases)
     if (!stored && ckpt_.contains(a)) stored = &a;
-  if (!stored) throw CheckpointError(cat(ckpt_.dir(), ": tensor ", spec.name, " is missing"));
+  if (!stored) {
+    for (const auto& [first, second] : spec.split_halves)
+      if (ckpt_.contains(first) && ckpt_.contains(second)) return bind_halves(spec, hold, slot, first, second);
+    throw CheckpointError(cat(ckpt_.dir(), ": tensor ", spec.name, " is missing"));
+  }
   ops::QuantizedMatrix stored_quant;
   if (spec.shape.size() >= 2 && find_quantized(ckpt_, *stored, spec.shape, &stored_quant)) {
     if (hold == Hold::Linear) slot.linear->quant = stored_quant;
@@ -175,6 +228,8 @@ void CheckpointBinder::weight(const WeightSpec& spec, Hold hold, WeightSlot slot
   Tensor t = ckpt_.tensor(*stored);
   // A [] scalar and a [1] vector hold the same one value; every other shape must match exactly.
   const bool one_value = hold == Hold::Scalar && t.numel() == 1;
+  const bool mlx_name = stored != &spec.name && stored->rfind("model.", 0) != 0;
+  if (t.shape() != spec.shape && mlx_name && (hold == Hold::InPlace || hold == Hold::F32)) from_mlx_layout(t, spec.shape, &t);
   if (t.shape() != spec.shape && !one_value)
     throw CheckpointError(cat(ckpt_.dir(), ": tensor ", *stored, " has shape ", shape_str(t.shape()), ", expected ",
                               shape_str(spec.shape)));
@@ -194,6 +249,44 @@ void CheckpointBinder::weight(const WeightSpec& spec, Hold hold, WeightSlot slot
     } else {
       slot.linear->dense = t;
     }
+  }
+}
+
+void CheckpointBinder::bind_halves(const WeightSpec& spec, Hold hold, WeightSlot slot, const std::string& first,
+                                   const std::string& second) {
+  Shape half = spec.shape;
+  half[half.size() - 2] /= 2;
+  ops::QuantizedMatrix qa, qb;
+  const bool qa_found = find_quantized(ckpt_, first, half, &qa), qb_found = find_quantized(ckpt_, second, half, &qb);
+  if (qa_found != qb_found || (qa_found && (qa.bits != qb.bits || qa.group_size != qb.group_size ||
+                                            qa.scales.dtype() != qb.scales.dtype())))
+    throw CheckpointError(cat(ckpt_.dir(), ": ", first, " and ", second, " (the two halves of ", spec.name,
+                              ") are stored in different formats"));
+  if (qa_found) {
+    ops::QuantizedMatrix m = qa;
+    m.q = concat_rows(qa.q, qb.q);
+    m.scales = concat_rows(qa.scales, qb.scales);
+    m.biases = concat_rows(qa.biases, qb.biases);
+    for (const std::string* n : {&first, &second}) {
+      const std::string base = quant_base(*n);
+      ckpt_.release(*n), ckpt_.release(base + ".scales"), ckpt_.release(base + ".biases");
+    }
+    if (hold == Hold::Linear) slot.linear->quant = m;
+    else *slot.tensor = dequantize_stacked(m, spec.shape, hold == Hold::F32 ? DType::F32 : m.scales.dtype());
+    return;
+  }
+  Tensor a = ckpt_.tensor(first), b = ckpt_.tensor(second);
+  if (a.shape() != half || b.shape() != half || a.dtype() != b.dtype())
+    throw CheckpointError(cat(ckpt_.dir(), ": ", first, " ", a.describe(), " and ", second, " ", b.describe(),
+                              " must both be ", shape_str(half), " (the two halves of ", spec.name, ")"));
+  Tensor whole = concat_rows(a, b);
+  ckpt_.release(first), ckpt_.release(second);
+  if (hold == Hold::Linear) {
+    const int bits = spec.quant == QuantRule::Matrix ? quantize_.bits : 0;
+    if (bits && spec.shape.back() % quantize_.group_size == 0) slot.linear->quant = quantize_stacked(whole, bits, quantize_.group_size);
+    else slot.linear->dense = whole;
+  } else {
+    *slot.tensor = hold == Hold::F32 ? whole.to(DType::F32) : whole;
   }
 }
 

@@ -44,6 +44,9 @@ struct WeightSpec {
   int64_t layer = -1;     // decoder / encoder layer, −1 for global tensors
   WeightRole role = WeightRole::Required;
   std::vector<std::string> aliases;
+  // MLX stores some matrices as two halves concatenated along dim −2 here (the experts' gate and up
+  // projections): pairs of stored names, one pair per spelling (the name's prefix and each alias's).
+  std::vector<std::pair<std::string, std::string>> split_halves;
   bool linear = false;              // held as an ops::LinearWeight: may be stored MLX-quantized on disk
   QuantRule quant = QuantRule::Keep;
   bool required() const { return role == WeightRole::Required; }
@@ -83,12 +86,15 @@ class WeightScope {
   void f32(Tensor& slot, const std::string& name, Shape shape, std::vector<std::string> aliases = {}) const;
   void scalar(float& slot, const std::string& name, Shape shape = {}) const;
   // A matrix [N, K] (or stacked experts [E, N, K]) that ops::linear / ops::embedding read.
-  void linear(ops::LinearWeight& slot, const std::string& name, Shape shape, QuantRule rule) const;
+  // aliases: other names relative to this scope (MLX's); halves: see WeightSpec::split_halves.
+  void linear(ops::LinearWeight& slot, const std::string& name, Shape shape, QuantRule rule,
+              std::vector<std::string> aliases = {}, std::pair<std::string, std::string> halves = {}) const;
   void ignored(const std::string& name, Shape shape) const;
 
  private:
   void emit(const std::string& name, Shape shape, WeightRole role, Hold hold, WeightSlot slot,
-            std::vector<std::string> aliases, QuantRule rule = QuantRule::Keep) const;
+            std::vector<std::string> aliases, QuantRule rule = QuantRule::Keep,
+            const std::pair<std::string, std::string>& halves = {}) const;
 
   WeightVisitor* visitor_;
   std::string prefix_;
@@ -127,6 +133,9 @@ class CheckpointBinder : public WeightVisitor {
   void weight(const WeightSpec& spec, Hold hold, WeightSlot slot) override;
 
  private:
+  // spec stored as two halves along dim −2 (WeightSpec::split_halves): concatenated into new memory.
+  void bind_halves(const WeightSpec& spec, Hold hold, WeightSlot slot, const std::string& first, const std::string& second);
+
   const io::Checkpoint& ckpt_;
   QuantizeOptions quantize_;
 };

@@ -1,0 +1,183 @@
+"""Quantized decoders (load(quantize=...), and MLX-format checkpoints written by `markbase quantize`)
+against transformers running the same quantized weights, dequantized (tests/oracle/quantized.py).
+
+Thresholds: the engine's quantized matmuls sum s·Σq·x + b·Σx per group in f32, transformers multiplies
+the dequantized f32 matrix: both are f32 rounding of the same product, so the oracle's f32 bound holds
+(max |Δlogits| / max |ref| ≤ 1e-4; observed ~1e-6) and greedy tokens are equal.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import markbase as mb
+from markbase._core import CheckpointError, ConfigError, InputError
+from oracle.families import FAMILIES, GREEDY_TOKENS
+from oracle.quantized import GROUP, build
+
+DEVICES = mb.devices()
+CASES = [(f, 4) for f in FAMILIES] + [("e2b", 8), ("26b", 8)]
+
+
+def rel_err(got, want):
+    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+
+
+@pytest.fixture(scope="module")
+def quant_ref(oracle):
+    cache = {}
+
+    def get(family, bits):
+        if (family, bits) not in cache:
+            d = build(oracle[family], bits)
+            cache[family, bits] = dict(np.load(os.path.join(d, "reference.npz")))
+        return cache[family, bits]
+
+    return get
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("family,bits", CASES)
+def test_quantized_load_matches_transformers(oracle, quant_ref, family, bits, device):
+    ref = quant_ref(family, bits)
+    model = mb.load(os.path.join(oracle[family], "f32"), device=device, quantize=f"q{bits}")
+    got = model.logits(ref["ids"])
+    assert rel_err(got, ref["logits"]) <= 1e-4
+    sess = model.session()
+    logits = sess.prefill(ref["ids"])
+    tokens = []
+    for _ in range(GREEDY_TOKENS):
+        tokens.append(int(np.argmax(logits)))
+        logits = sess.decode(tokens[-1])
+    np.testing.assert_array_equal(np.array(tokens), ref["greedy"])
+
+
+def test_quantization_moves_the_logits(oracle, quant_ref):
+    """The reference is not the unquantized model in disguise: q4 moves logits well beyond f32 noise."""
+    ref = np.load(os.path.join(oracle["e2b"], "reference.npz"))
+    assert rel_err(quant_ref("e2b", 4)["logits"], ref["logits"]) > 1e-2
+
+
+@pytest.fixture(scope="module")
+def mlx_checkpoints(oracle, tmp_path_factory):
+    """family -> `markbase quantize --bits 4` output of the oracle's f32 checkpoint."""
+    from markbase.mlx_format import quantize_checkpoint
+
+    root = tmp_path_factory.mktemp("mlx")
+    out = {}
+    for family in FAMILIES:
+        out[family] = str(root / family)
+        quantize_checkpoint(os.path.join(oracle[family], "f32"), out[family], bits=4, group_size=GROUP)
+    return out
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_mlx_checkpoint_equals_load_time_quantization(oracle, mlx_checkpoints, quant_ref, family):
+    """The written checkpoint holds exactly what load(quantize='q4') builds (same quantizer, same input)."""
+    ref = quant_ref(family, 4)
+    d = mlx_checkpoints[family]
+    assert mb.validate(d).ok
+    for device in DEVICES:
+        got = mb.load(d, device=device).logits(ref["ids"])
+        want = mb.load(os.path.join(oracle[family], "f32"), device=device, quantize="q4").logits(ref["ids"])
+        np.testing.assert_array_equal(got, want)
+        assert rel_err(got, ref["logits"]) <= 1e-4
+
+
+def test_mlx_checkpoint_layout(oracle, mlx_checkpoints):
+    """mlx-vlm's names, dtypes and config (its sanitize + quantize_model), the packing checked bit for bit."""
+    from markbase.io import open_checkpoint
+
+    from ops.test_quant import mlx_quantize_np, pack_np
+
+    d = mlx_checkpoints["26b"]
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    q = cfg["quantization"]
+    assert q["bits"] == 4 and q["group_size"] == GROUP and q["mode"] == "affine" and cfg["quantization_config"] == q
+    assert q["language_model.model.embed_tokens"] == {"group_size": GROUP, "bits": 8}
+    ck = open_checkpoint(d)
+    names = set(ck.keys())
+    assert not any(n.startswith("model.") for n in names)
+    p = "language_model.model.layers.0."
+    for part in ("gate_proj", "up_proj"):  # [E, I, H]: H is a multiple of the group size
+        assert ck.dtype(f"{p}experts.switch_glu.{part}.weight") == "U32"
+        assert f"{p}experts.switch_glu.{part}.scales" in names and f"{p}experts.switch_glu.{part}.biases" in names
+    down = f"{p}experts.switch_glu.down_proj.weight"  # [E, H, I]: quantized only when I is a multiple of it
+    assert ck.dtype(down) == ("U32" if cfg["text_config"]["moe_intermediate_size"] % GROUP == 0 else "F32")
+    assert ck.dtype(p + "router.proj.weight") == "F32" and p + "router.proj.scales" not in names  # kept
+    assert not any(n.startswith("vision_tower.") and n.endswith(".scales") for n in names)       # encoders kept
+    # One matrix against a numpy port of mlx.core.quantize, packed as MLX packs uint32 words.
+    src = open_checkpoint(os.path.join(oracle["26b"], "f32"))
+    w = src["model.language_model.layers.0.self_attn.q_proj.weight"]
+    qv, scale, bias = mlx_quantize_np(w, 4, GROUP)
+    words = ck[p + "self_attn.q_proj.weight"]
+    assert words.dtype == np.uint32 and words.shape == (w.shape[0], w.shape[1] // 8)
+    np.testing.assert_array_equal(words.view(np.uint8), pack_np(qv, 4))
+    np.testing.assert_array_equal(ck[p + "self_attn.q_proj.scales"], scale)
+    np.testing.assert_array_equal(ck[p + "self_attn.q_proj.biases"], bias)
+
+
+def test_mlx_checkpoint_keeps_the_encoders_exact(oracle, mlx_checkpoints):
+    """Vision and audio towers stay unquantized; audio conv kernels are stored channels-last (MLX) and read back."""
+    from markbase.io import open_checkpoint
+
+    d = mlx_checkpoints["e2b"]
+    ck = open_checkpoint(d)
+    conv = [n for n in ck.keys() if n.startswith("audio_tower.subsample_conv_projection") and n.endswith("conv.weight")]
+    assert conv
+    src = mb.load(os.path.join(oracle["e2b"], "f32"))
+    mlx = mb.load(d)
+    rng = np.random.default_rng(0)
+    clip = (rng.standard_normal(16000) * 0.1).astype(np.float32)
+    np.testing.assert_array_equal(src.encode_audio(clip, sample_rate=16000), mlx.encode_audio(clip, sample_rate=16000))
+
+
+def _corrupt_copy(src, dst, edit):
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "model.safetensors")
+    tensors = load_file(path)
+    edit(tensors)
+    save_file(tensors, path)
+    return dst
+
+
+def test_bad_quantized_checkpoints(mlx_checkpoints, tmp_path):
+    src = mlx_checkpoints["e2b"]
+    name = "language_model.model.layers.0.self_attn.q_proj"
+
+    d = _corrupt_copy(src, tmp_path / "nobias", lambda t: t.pop(name + ".biases"))
+    with pytest.raises(CheckpointError, match=r"q_proj\.biases is missing"):
+        mb.load(d)
+
+    def three_bits(t):  # 3-bit packing: the word count no longer fits 4 or 8 bits
+        t[name + ".weight"] = t[name + ".weight"][:, : t[name + ".weight"].shape[1] * 3 // 4].copy()
+    d = _corrupt_copy(src, tmp_path / "bits", three_bits)
+    with pytest.raises(CheckpointError, match=r"q_proj\.weight.*4- or 8-bit"):
+        mb.load(d)
+
+    d = _corrupt_copy(src, tmp_path / "mode", lambda t: None)
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    cfg["quantization"]["mode"] = "mxfp4"
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    with pytest.raises(ConfigError, match="mxfp4"):
+        mb.load(d)
+
+
+def test_quantize_arguments(oracle, tmp_path):
+    from markbase.mlx_format import quantize_checkpoint
+
+    d = os.path.join(oracle["e2b"], "f32")
+    with pytest.raises(InputError, match="quantize must be"):
+        mb.load(d, quantize="q3")
+    with pytest.raises(InputError, match="group_size"):
+        mb.load(d, quantize="q4", group_size=48)
+    with pytest.raises(InputError, match="bits must be 4 or 8"):
+        quantize_checkpoint(d, tmp_path / "x", bits=2)
+    with pytest.raises(InputError, match="must differ"):
+        quantize_checkpoint(d, d)

@@ -1,0 +1,73 @@
+"""Reference for quantized loading: the oracle family's f32 checkpoint with every matrix that
+`load(..., quantize=q4|q8)` quantizes replaced by its dequantized values (quantized the same way: MLX's
+algorithm, groups of 64, scales in the checkpoint's f32), run by transformers (eager, f32). The engine's
+quantized model must then agree with transformers to f32 rounding: what quantization loses is in both,
+so any disagreement is the engine's."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+from oracle.families import GREEDY_TOKENS, load_transformers, prompt_ids
+
+CACHE_VERSION = "quantized-v1"
+GROUP = 64
+
+
+def quantized_bits(spec, bits: int) -> int:
+    """The bits load(quantize=...) gives this weight-table entry (0: kept as stored)."""
+    if not spec.linear or not spec.shape or spec.shape[-1] % GROUP:
+        return 0
+    return {"matrix": bits, "table": 8}.get(spec.quant, 0)
+
+
+def dequantized(w: np.ndarray, bits: int) -> np.ndarray:
+    """w [.., K] f32 through MLX-affine quantization and back, row by row as the loader does."""
+    from markbase._core import Tensor, ops
+
+    flat = np.ascontiguousarray(w.reshape(-1, w.shape[-1]), np.float32)
+    q, s, b = ops.quantize(Tensor(flat), bits=bits, group_size=GROUP, scale_dtype="f32")
+    return ops.dequantize(q, s, b, bits=bits, group_size=GROUP).numpy().reshape(w.shape)
+
+
+def build(family_dir: str, bits: int) -> str:
+    """family_dir/quantized-v1-q{bits}/: f32/ (the dequantized checkpoint) and reference.npz."""
+    import torch
+    from safetensors.numpy import load_file, save_file
+
+    from markbase.models.gemma4 import load_config, weight_table
+
+    out = os.path.join(family_dir, f"{CACHE_VERSION}-q{bits}")
+    if os.path.exists(os.path.join(out, "reference.npz")):
+        return out
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    src = os.path.join(family_dir, "f32")
+    os.makedirs(os.path.join(tmp, "f32"))
+    for fname in os.listdir(src):
+        if not fname.endswith(".safetensors") and os.path.isfile(os.path.join(src, fname)):
+            shutil.copy2(os.path.join(src, fname), os.path.join(tmp, "f32", fname))
+    plan = {}
+    for spec in weight_table(load_config(src)):
+        for n in (spec.name, *spec.aliases):
+            plan[n] = quantized_bits(spec, bits)
+    for fname in sorted(f for f in os.listdir(src) if f.endswith(".safetensors")):
+        tensors = load_file(os.path.join(src, fname))
+        for name, w in tensors.items():
+            if plan.get(name):
+                tensors[name] = dequantized(w, plan[name])
+        save_file(tensors, os.path.join(tmp, "f32", fname), metadata={"format": "pt"})
+    _, ref = load_transformers(tmp)
+    ids = prompt_ids()
+    with torch.no_grad():
+        logits = ref(torch.tensor(ids)[None]).logits[0].float().numpy()
+        gen = ref.generate(torch.tensor(ids)[None], max_new_tokens=GREEDY_TOKENS, do_sample=False,
+                           eos_token_id=None, pad_token_id=0)[0, len(ids):].numpy()
+    np.savez(os.path.join(tmp, "reference.npz"), ids=ids, logits=logits, greedy=gen)
+    with open(os.path.join(tmp, "quantized.json"), "w") as f:
+        json.dump({"bits": bits, "group_size": GROUP, "version": CACHE_VERSION}, f)
+    shutil.rmtree(out, ignore_errors=True)
+    os.rename(tmp, out)
+    return out
