@@ -104,6 +104,9 @@ def write_checkpoint(dst: str, tensors: list[OutTensor], shard_bytes: int, metad
             groups[-1].append(t)
         else:
             groups.append([t])
+    # Groups of 4-byte items first: every F32 tensor then starts 4-byte aligned in the file (the header is
+    # padded to 8), as the reader requires; U32 packed weights are read as bytes and need no alignment.
+    groups.sort(key=lambda g: 0 if all(_ITEMSIZE[t.dtype] % 4 == 0 for t in g) else 1)
     shards: list[list[OutTensor]] = [[]]
     used = 0
     for g in groups:
@@ -244,20 +247,30 @@ def quantize_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, bits: in
     return counts
 
 
-def _matrix_pieces(t: Tensor, target: str, shape: tuple[int, ...]):
-    """(MLX name, shape, rows(r0, r1)) of the tensors a matrix is stored as: the experts' gate_up_proj
-    [E, 2I, H] as switch_glu.gate_proj and up_proj [E, I, H] (mlx-vlm's sanitize), down_proj as
-    switch_glu.down_proj.weight, any other matrix as itself."""
-    K = shape[-1]
+def mlx_pieces(target: str, shape: tuple[int, ...]) -> list[tuple[str, tuple[int, ...], int | None]]:
+    """(MLX name, shape, half) of the tensors a matrix is stored as: the experts' gate_up_proj [E, 2I, H]
+    as switch_glu.gate_proj (half 0) and up_proj (half 1) [E, I, H] (mlx-vlm's sanitize), down_proj as
+    switch_glu.down_proj.weight, any other matrix as itself (half None)."""
     if target.endswith(".experts.gate_up_proj"):
         E, I2, H = shape
         stem = target[: -len("gate_up_proj")] + "switch_glu."
-        return [(stem + part + ".weight", (E, I2 // 2, H), _stacked_rows(t.slice(1, half * I2 // 2, (half + 1) * I2 // 2), I2 // 2))
-                for half, part in ((0, "gate_proj"), (1, "up_proj"))]
+        return [(stem + "gate_proj.weight", (E, I2 // 2, H), 0), (stem + "up_proj.weight", (E, I2 // 2, H), 1)]
     if target.endswith(".experts.down_proj"):
         target = target[: -len("down_proj")] + "switch_glu.down_proj.weight"
-    flat = t.reshape((int(np.prod(shape[:-1])), K)) if len(shape) > 2 else t
-    return [(target, shape, lambda r0, r1: flat.slice(0, r0, r1))]
+    return [(target, shape, None)]
+
+
+def _matrix_pieces(t: Tensor, target: str, shape: tuple[int, ...]):
+    """mlx_pieces with, for each, rows(r0, r1) reading its rows (leading dims flattened) from t."""
+    out = []
+    for name, piece_shape, half in mlx_pieces(target, shape):
+        if half is None:
+            flat = t.reshape((int(np.prod(shape[:-1])), shape[-1])) if len(shape) > 2 else t
+            out.append((name, piece_shape, lambda r0, r1, flat=flat: flat.slice(0, r0, r1)))
+        else:
+            n = piece_shape[1]
+            out.append((name, piece_shape, _stacked_rows(t.slice(1, half * n, (half + 1) * n), n)))
+    return out
 
 
 def _dense(name: str, dtype: str, shape: tuple[int, ...], rows: Callable[[int, int], Tensor]) -> OutTensor:

@@ -111,41 +111,53 @@ def _values(name: str, shape: tuple[int, ...], rng: np.random.Generator, rows: s
     return out
 
 
-def _write_safetensors(path: str, tensors: list[tuple[str, tuple[int, ...]]], dtype: str, seed: int,
-                       metadata: dict[str, str], live_ids: np.ndarray | None = None) -> int:
-    """Writes tensors streaming (a few MB of rows at a time); returns the data size."""
-    itemsize = 4 if dtype == "f32" else 2
-    header: dict[str, object] = {"__metadata__": metadata}
-    offset = 0
-    for name, shape in tensors:
-        n = int(np.prod(shape, dtype=np.int64)) * itemsize
-        header[name] = {"dtype": _ST_DTYPES[dtype], "shape": list(shape), "data_offsets": [offset, offset + n]}
-        offset += n
-    blob = json.dumps(header, separators=(",", ":")).encode()
-    blob += b" " * (-len(blob) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)))
-        f.write(blob)
-        for name, shape in tensors:
-            # A seed per tensor name: the same checkpoint whatever the sharding.
-            rng = np.random.default_rng([seed, *name.encode()])
-            if len(shape) >= 2:
-                row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * itemsize
-                step = max(1, (32 << 20) // max(row_bytes, 1))
-                for r in range(0, shape[0], step):
-                    f.write(_encode(_values(name, shape, rng, slice(r, min(shape[0], r + step)), live_ids), dtype))
-            else:
-                f.write(_encode(_values(name, shape, rng), dtype))
-    return offset
+def _dense_tensor(name: str, shape: tuple[int, ...], dtype: str, seed: int, live_ids: np.ndarray | None):
+    """The OutTensor of one random tensor, generated and written a few MB of rows at a time."""
+    from ..mlx_format import OutTensor
+
+    def write(f) -> None:
+        rng = np.random.default_rng([seed, *name.encode()])  # a seed per name: the same whatever the sharding
+        if len(shape) >= 2:
+            row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * (4 if dtype == "f32" else 2)
+            step = max(1, (32 << 20) // max(row_bytes, 1))
+            for r in range(0, shape[0], step):
+                f.write(_encode(_values(name, shape, rng, slice(r, min(shape[0], r + step)), live_ids), dtype))
+        else:
+            f.write(_encode(_values(name, shape, rng), dtype))
+
+    return OutTensor(name, _ST_DTYPES[dtype], tuple(shape), write)
+
+
+def _quantized_tensors(spec, stored: str, dtype: str, bits: int, seed: int, live_ids: np.ndarray | None):
+    """A matrix of the table written directly in MLX's quantized format under its MLX name(s) (the
+    experts split as mlx-vlm stores them): random rows generated and quantized a block at a time."""
+    from .._core import Tensor
+    from ..mlx_format import mlx_name, mlx_pieces, quantized
+
+    K = spec.shape[-1]
+    out = []
+    for piece, shape, _ in mlx_pieces(mlx_name(spec.name), tuple(spec.shape)):
+        flat = (int(np.prod(shape[:-1], dtype=np.int64)), K)
+        rng = np.random.default_rng([seed, *piece.encode()])
+
+        def rows(r0, r1, stored=stored, flat=flat, rng=rng):
+            return Tensor(_values(stored, flat, rng, slice(r0, r1), live_ids), dtype="f32").to(dtype)
+
+        piece_bits = 8 if spec.quant == "table" else bits
+        out += quantized(piece, shape, dtype, rows, piece_bits, 64)
+    return out
 
 
 def make_checkpoint(directory: str | os.PathLike, family: str = "e2b", size: str = "tiny", dtype: str = "bf16",
-                    seed: int = 0, shard_bytes: int = 2 << 30, text_only: bool = False) -> str:
+                    seed: int = 0, shard_bytes: int = 2 << 30, text_only: bool = False, bits: int | None = None) -> str:
     """Writes a synthetic Gemma 4 checkpoint directory and returns its path.
 
     family: e2b, e4b, 26b, 31b or 12b; size: "tiny", "real" (released shapes) or "encoders" (a tiny text
     model with the released vision / audio encoders: encoder benchmarks); dtype: bf16, f32 or f16;
     text_only: leave out the vision / audio parts (a text-only benchmark checkpoint).
+    bits: 4 or 8 writes the checkpoint directly in MLX's quantized format (as `markbase quantize` would
+    write it: decoder matrices to `bits`, the tied embedding to 8, groups of 64) without ever holding it
+    unquantized: the 26B-A4B at real size fits this way.
     """
     if family not in FAMILIES:
         raise InputError(f"make_checkpoint: family must be one of {', '.join(FAMILIES)}, got {family!r}")
@@ -153,6 +165,8 @@ def make_checkpoint(directory: str | os.PathLike, family: str = "e2b", size: str
         raise InputError(f"make_checkpoint: size must be 'tiny', 'real' or 'encoders', got {size!r}")
     if dtype not in _ST_DTYPES:
         raise InputError(f"make_checkpoint: dtype must be bf16, f32 or f16, got {dtype!r}")
+    if bits not in (None, 4, 8):
+        raise InputError(f"make_checkpoint: bits must be None, 4 or 8, got {bits!r}")
     d = os.fspath(directory)
     os.makedirs(d, exist_ok=True)
     cfg = copy.deepcopy(RELEASED[FAMILIES[family]]) if size == "real" else tiny_config(family)
@@ -170,35 +184,37 @@ def make_checkpoint(directory: str | os.PathLike, family: str = "e2b", size: str
     cfg["text_config"]["model_type"] = "gemma4_unified_text" if unified else "gemma4_text"
     parsed = parse_config(cfg, "make_checkpoint")
     # On-disk names: the unified 12B checkpoint stores its vision embedder under the published aliases.
-    tensors = [((s.aliases[0] if unified and s.aliases and not s.name.startswith("model.language_model.") else s.name),
-                s.shape) for s in weight_table(parsed) if s.required]
+    specs = [s for s in weight_table(parsed) if s.required]
+    stored = {s.name: (s.aliases[0] if unified and s.aliases and not s.name.startswith("model.language_model.") else s.name)
+              for s in specs}
+    if bits:
+        from ..mlx_format import quantization_config
 
+        cfg["quantization"] = cfg["quantization_config"] = quantization_config(
+            bits, 64, {} if bits == 8 else {"language_model.model.embed_tokens": 8})
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
-    shards: list[list[tuple[str, tuple[int, ...]]]] = [[]]
-    used = 0
-    itemsize = 4 if dtype == "f32" else 2
-    for name, shape in tensors:
-        n = int(np.prod(shape, dtype=np.int64)) * itemsize
-        if shards[-1] and used + n > shard_bytes:
-            shards.append([])
-            used = 0
-        shards[-1].append((name, shape))
-        used += n
-    meta = {"format": "pt", "generator": "markbase.testing.make_checkpoint", "family": family, "size": size}
     tokenizer_json = build_tokenizer_json()
     live = [i for t, i in json.loads(tokenizer_json)["model"]["vocab"].items() if not (t.startswith("<") and t.endswith(">"))]
     live_ids = np.array(sorted(live), dtype=np.int64)
-    if len(shards) == 1:
-        _write_safetensors(os.path.join(d, "model.safetensors"), shards[0], dtype, seed, meta, live_ids)
-    else:
-        weight_map, total = {}, 0
-        for i, part in enumerate(shards):
-            fname = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-            total += _write_safetensors(os.path.join(d, fname), part, dtype, seed, meta, live_ids)
-            weight_map.update({name: fname for name, _ in part})
-        with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
-            json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+    out = []
+    for s in specs:
+        if bits and s.component == "text" and s.linear and s.quant in ("matrix", "table") and s.shape[-1] % 64 == 0:
+            out += _quantized_tensors(s, stored[s.name], dtype, bits, seed, live_ids)
+        else:
+            from ..mlx_format import mlx_name, mlx_pieces
+
+            name = mlx_name(s.name) if bits else stored[s.name]
+            if bits and s.linear and len(s.shape) == 3:  # experts kept dense, still under MLX's names
+                for piece, shape, _ in mlx_pieces(name, tuple(s.shape)):
+                    out.append(_dense_tensor(piece, shape, dtype, seed, live_ids))
+            else:
+                out.append(_dense_tensor(name, tuple(s.shape), dtype, seed, live_ids))
+    meta = {"format": "mlx" if bits else "pt", "generator": "markbase.testing.make_checkpoint", "family": family,
+            "size": size}
+    from ..mlx_format import write_checkpoint
+
+    write_checkpoint(d, out, shard_bytes, meta)
 
     template = chat_template(empty_thought=family in ("26b", "31b", "12b"))
     with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
