@@ -2,11 +2,11 @@
 `PYTHONPATH=python python3 -m pytest bench/bench_linear.py`). Speed is reported, never asserted."""
 
 import os
-import threading
-import time
+import sys
 
-import numpy as np
 import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))  # bench/yardstick.py, importable without a package
 
 _SUMMARY: list[str] = []
 ROOT = os.environ.get("MARKBASE_BENCH_DIR") or os.path.join(os.path.dirname(os.path.dirname(__file__)), ".bench-cache")
@@ -25,43 +25,21 @@ def encoders_model():
     return mb.load(d)
 
 
-def _copy_seconds(src: np.ndarray, dst: np.ndarray, threads: int) -> float:
-    """Seconds for one copy of src into dst, split into `threads` contiguous parts copied concurrently."""
-    parts = np.array_split(np.arange(len(src)), threads)
-    bounds = [(int(p[0]), int(p[-1]) + 1) for p in parts]
-
-    def work(b, e):
-        np.copyto(dst[b:e], src[b:e])  # numpy releases the GIL for large copies
-
-    ts = [threading.Thread(target=work, args=be) for be in bounds]
-    t0 = time.perf_counter()
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return time.perf_counter() - t0
-
-
 @pytest.fixture(scope="session")
 def memory_bandwidth():
-    """Main-memory bandwidth measured now, in this run: copy of a 512 MB array (far beyond any cache),
-    counting bytes read + bytes written, best of 5, with 1 and 2 copying threads. Returns a dict of GB/s;
-    "best" is the roofline the benchmarks compare against."""
-    n = 512 << 20
-    src = np.ones(n // 4, np.float32)
-    dst = np.empty_like(src)
-    dst[:] = 0.0  # fault the pages in before timing
-    result = {}
-    for threads in (1, 2):
-        best = min(_copy_seconds(src, dst, threads) for _ in range(5))
-        result[f"copy_{threads}t"] = 2 * n / best / 1e9
-    # Read-only bandwidth through markbase's own pool (decode streams weights: reads dominate).
+    """Main-memory READ bandwidth measured now, in this run (bench/yardstick.py: many samples of two read
+    probes over 4 s, as many threads as markbase's pool; the machine's bandwidth level changes from second
+    to second, so the best sample is the roofline). Returns yardstick.read_bandwidth()'s dict of GB/s
+    ("best", "median", "min", "n", per-probe bests) plus "read_pool" = "best", the key the benchmarks read."""
     import markbase
+    from yardstick import read_bandwidth
 
-    result["read_pool"] = markbase._core._memory_read_gbps(1 << 30, 5)
-    result["best"] = max(result.values())
-    _SUMMARY.append("memory bandwidth (512 MB numpy copy, read+write bytes): " +
-                    ", ".join(f"{k} {v:.1f} GB/s" for k, v in result.items()))
+    result = read_bandwidth(seconds=4.0, threads=markbase._core.num_threads())
+    result["read_pool"] = result["best"]
+    _SUMMARY.append(f"memory read bandwidth (1 GiB, {result['threads']} threads, {result['n']} samples over "
+                    f"{result['seconds']:.0f} s): best {result['best']:.1f} GB/s, median {result['median']:.1f}, "
+                    f"min {result['min']:.1f} (markbase probe best {result['markbase_best']:.1f}, "
+                    f"numpy probe best {result['numpy_best']:.1f})")
     return result
 
 

@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--prompt", required=True, help="the user message")
     run.add_argument("--system", default=None, help="a system message")
     run.add_argument("--device", default="auto", help="auto, cpu, metal or metal-sim")
+    run.add_argument("--quantize", choices=("q8", "q4"), default=None,
+                     help="quantize the decoder's matrices at load (MLX affine, groups of 64)")
     run.add_argument("--verbose", "-v", action="store_true", help="print timings and tokens/s to stderr")
     run.add_argument("--image", action="append", default=[], metavar="PATH_OR_URL",
                      help="an image to put before the prompt (repeatable; a path, an http(s) or data: URL)")
@@ -64,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--model", required=True, help="checkpoint directory")
     chat.add_argument("--system", default=None, help="a system message")
     chat.add_argument("--device", default="auto")
+    chat.add_argument("--quantize", choices=("q8", "q4"), default=None,
+                      help="quantize the decoder's matrices at load (MLX affine, groups of 64)")
     chat.add_argument("--verbose", "-v", action="store_true", help="print timings after each answer")
     _add_sampling(chat)
     chat.set_defaults(func=cmd_chat)
@@ -139,7 +143,8 @@ def cmd_run(args) -> int:
     import markbase
 
     t0 = time.perf_counter()
-    model = markbase.load(args.model, device=args.device, preload=sys.stderr.isatty())
+    model = markbase.load(args.model, device=args.device, preload=sys.stderr.isatty() and not args.quantize,
+                          quantize=args.quantize)
     load_s = time.perf_counter() - t0
     media = [{"type": "image", "image": p, "max_soft_tokens": args.max_soft_tokens} for p in args.image]
     media += [{"type": "video", "video": p, "max_soft_tokens": args.max_soft_tokens} for p in args.video]
@@ -169,7 +174,8 @@ def _print_stream(pieces):
 def cmd_chat(args) -> int:
     import markbase
 
-    model = markbase.load(args.model, device=args.device, preload=sys.stderr.isatty())
+    model = markbase.load(args.model, device=args.device, preload=sys.stderr.isatty() and not args.quantize,
+                          quantize=args.quantize)
     options = {k: v for k, v in _sampling_kwargs(args).items() if v is not None}
     if args.thinking:
         options["enable_thinking"] = True

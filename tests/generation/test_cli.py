@@ -19,7 +19,7 @@ def test_version():
     assert r.returncode == 0 and mb.__version__ in r.stdout
 
 
-@pytest.mark.parametrize("cmd", ["run", "chat", "demo", "validate", "inspect", "trace", "devices"])
+@pytest.mark.parametrize("cmd", ["run", "chat", "demo", "validate", "inspect", "trace", "devices", "quantize"])
 def test_help(cmd):
     r = run(cmd, "--help")
     assert r.returncode == 0 and "usage: markbase " + cmd in r.stdout
@@ -39,6 +39,22 @@ def test_run_streams_answer(synthetic):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip()
     assert "decode 6 tok" in r.stderr and "finish: length" in r.stderr
+
+
+def test_quantize_then_run(synthetic, tmp_path):
+    """`markbase quantize` writes an MLX-format copy that validates and answers; `run --quantize` works too."""
+    out = str(tmp_path / "q4")
+    r = run("quantize", synthetic("e2b"), out, "--bits", "4")
+    assert r.returncode == 0, r.stderr
+    assert "matrices quantized (4-bit, groups of 64)" in r.stdout
+    assert run("validate", out).returncode == 0
+    a = run("run", "--model", out, "--prompt", "Hello", "--max-new-tokens", "6", "--seed", "1")
+    b = run("run", "--model", synthetic("e2b"), "--quantize", "q4", "--prompt", "Hello", "--max-new-tokens", "6",
+            "--seed", "1")
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    assert a.stdout.strip() and b.stdout.strip()
+    r = run("quantize", synthetic("e2b"), out + "2", "--bits", "3")
+    assert r.returncode == 2 and "invalid choice" in r.stderr
 
 
 def test_run_with_images_and_a_video(synthetic, tmp_path):
