@@ -181,3 +181,35 @@ def test_quantize_arguments(oracle, tmp_path):
         quantize_checkpoint(d, tmp_path / "x", bits=2)
     with pytest.raises(InputError, match="must differ"):
         quantize_checkpoint(d, d)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mlx_names_unquantized(oracle, tmp_path, device):
+    """A bf16/f32 checkpoint under mlx-vlm's names (split gate / up experts, unquantized) runs exactly as the
+    transformers-named one: the split experts go through the gathered (decode) and grouped (prefill) paths."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    from markbase.mlx_format import mlx_name, mlx_pieces
+
+    src = os.path.join(oracle["26b"], "f32")
+    d = tmp_path / "mlx-names"
+    shutil.copytree(src, d)
+    os.remove(d / "model.safetensors")
+    renamed = {}
+    for name, w in load_file(os.path.join(src, "model.safetensors")).items():
+        for piece, shape, half in mlx_pieces(mlx_name(name), w.shape):
+            renamed[piece] = w if half is None else np.ascontiguousarray(w[:, half * shape[1]:(half + 1) * shape[1]])
+    assert any("switch_glu.up_proj" in n for n in renamed)
+    save_file(renamed, str(d / "model.safetensors"))
+    ref = np.load(os.path.join(oracle["26b"], "reference.npz"))
+    model = mb.load(str(d), device=device)
+    assert rel_err(model.logits(ref["ids"]), ref["logits"]) <= 1e-4
+    sess = model.session()
+    logits = sess.prefill(ref["ids"])
+    tokens = []
+    for _ in range(8):
+        tokens.append(int(np.argmax(logits)))
+        logits = sess.decode(tokens[-1])
+    np.testing.assert_array_equal(tokens, ref["greedy"][:8])

@@ -26,11 +26,13 @@ class SpanCollector : public WeightVisitor {
   std::vector<std::tuple<const char*, const char*, std::string>> spans;
   void weight(const WeightSpec& spec, Hold, WeightSlot slot) override {
     if (slot.tensor) add(*slot.tensor, spec.name);
-    if (slot.linear) {
-      add(slot.linear->dense, spec.name);
-      add(slot.linear->quant.q, spec.name);
-      add(slot.linear->quant.scales, spec.name + " (scales)");
-      add(slot.linear->quant.biases, spec.name + " (biases)");
+    for (const ops::LinearWeight* w : {slot.linear, slot.second_half}) {
+      if (!w) continue;
+      const std::string name = w == slot.second_half ? spec.name + " (second half)" : spec.name;
+      add(w->dense, name);
+      add(w->quant.q, name);
+      add(w->quant.scales, name + " (scales)");
+      add(w->quant.biases, name + " (biases)");
     }
   }
 
@@ -42,14 +44,21 @@ class SpanCollector : public WeightVisitor {
   }
 };
 
-// Sums the bytes of the text matrices a decode step reads.
+// Sums the bytes of the text matrices a decode step reads: stacked experts count top_k / num_experts
+// of theirs (the experts one token is routed to).
 class DecodeBytesCounter : public WeightVisitor {
  public:
-  size_t bytes = 0;
+  explicit DecodeBytesCounter(double expert_fraction) : expert_fraction_(expert_fraction) {}
+  double bytes = 0;
   void weight(const WeightSpec& spec, Hold, WeightSlot slot) override {
     if (spec.component != "text" || spec.name.find("embed_tokens_per_layer") != std::string::npos) return;
-    if (slot.linear) bytes += slot.linear->nbytes();
+    const double f = spec.name.find(".experts.") != std::string::npos ? expert_fraction_ : 1.0;
+    if (slot.linear) bytes += f * double(slot.linear->nbytes());
+    if (slot.second_half) bytes += f * double(slot.second_half->nbytes());
   }
+
+ private:
+  double expert_fraction_;
 };
 
 // `value` as the table's storage dtype holds it: transformers casts sqrt(H) to the weight dtype (spec §2.2).
@@ -151,10 +160,11 @@ std::shared_ptr<Gemma4Model> Gemma4Model::load(const std::string& dir, const Loa
 }
 
 size_t Gemma4Model::decode_weight_bytes() const {
-  DecodeBytesCounter c;
+  const TextConfig& t = cfg_.text_config;
+  DecodeBytesCounter c(t.enable_moe_block ? double(t.top_k_experts) / double(t.num_experts) : 1.0);
   ModelWeights& w = const_cast<ModelWeights&>(weights_);  // the walk only reads the bound slots
   visit_weights(cfg_, w, c);
-  return c.bytes;
+  return size_t(c.bytes);
 }
 
 template <class F>

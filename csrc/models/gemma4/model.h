@@ -53,7 +53,8 @@ class Gemma4Model {
   const Exec& exec() const { return exec_; }
   const ModelWeights& weights() const { return weights_; }
   // Bytes of text-decoder weights a decode step reads (every matrix but the gathered PLE table, the tied
-  // embedding counted once as the LM head), as the model holds them (quantized or not).
+  // embedding counted once as the LM head; of stacked experts the top_k / num_experts a token is routed
+  // to), as the model holds them (quantized or not).
   size_t decode_weight_bytes() const;
   // Encodes one image's patches (preprocess/image.py): the vision tower + embed_vision, or the 12B's
   // embedder. InputError when the checkpoint has no vision part.

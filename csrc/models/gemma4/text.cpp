@@ -72,7 +72,7 @@ void visit_weights(const TextConfig& t, TextWeights& w, const WeightScope& s) {
       ls.f32(lw.router_per_expert_scale, "router.per_expert_scale", {E});
       // MLX (mlx-vlm / mlx-lm) stores the experts as switch_glu.{gate,up,down}_proj.weight, gate and up apart.
       ls.linear(lw.experts_gate_up_proj, "experts.gate_up_proj", {E, 2 * Im, H}, QuantRule::Matrix, {},
-                {"experts.switch_glu.gate_proj.weight", "experts.switch_glu.up_proj.weight"});
+                {"experts.switch_glu.gate_proj.weight", "experts.switch_glu.up_proj.weight"}, &lw.experts_up_proj);
       ls.linear(lw.experts_down_proj, "experts.down_proj", {E, H, Im}, QuantRule::Matrix, {"experts.switch_glu.down_proj.weight"});
       ls.f32(lw.pre_feedforward_layernorm_2, "pre_feedforward_layernorm_2.weight", {H});
       ls.f32(lw.post_feedforward_layernorm_1, "post_feedforward_layernorm_1.weight", {H});
@@ -444,13 +444,18 @@ void TextDecoder::moe_experts_gathered(DecoderState& st, const TextLayerWeights&
   const Tensor expert_of_row = top_i.reshape({R}), weight_of_row = top_w.reshape({R});
   Tensor rows_in = A.tensor(DType::F32, {R, H});
   ops::embedding(e_in, row_token, rows_in, 1.0f, st.ex);  // each token's row once per chosen expert
-  Tensor gu = A.tensor(DType::F32, {R, 2 * I});
-  ops::linear_gathered(rows_in, lw.experts_gate_up_proj.dense, expert_of_row, gu, st.ex);
-  // [gate | up] = gu split along the last dim; a = gelu_tanh(gate) · up
   Tensor a = A.tensor(DType::F32, {R, I}), up = A.tensor(DType::F32, {R, I});
-  ops::copy(gu.slice(1, 0, I), a, st.ex);
-  ops::copy(gu.slice(1, I, 2 * I), up, st.ex);
-  gelu_gate(st.ex, a, up);
+  if (lw.experts_up_proj.defined()) {  // gate and up stored apart (MLX)
+    ops::linear_gathered(rows_in, lw.experts_gate_up_proj.dense, expert_of_row, a, st.ex);
+    ops::linear_gathered(rows_in, lw.experts_up_proj.dense, expert_of_row, up, st.ex);
+  } else {
+    Tensor gu = A.tensor(DType::F32, {R, 2 * I});
+    ops::linear_gathered(rows_in, lw.experts_gate_up_proj.dense, expert_of_row, gu, st.ex);
+    // [gate | up] = gu split along the last dim
+    ops::copy(gu.slice(1, 0, I), a, st.ex);
+    ops::copy(gu.slice(1, I, 2 * I), up, st.ex);
+  }
+  gelu_gate(st.ex, a, up);  // a = gelu_tanh(gate) · up
   Tensor out = A.tensor(DType::F32, {R, H});
   ops::linear_gathered(a, lw.experts_down_proj.dense, expert_of_row, out, st.ex);
   // acc[t] = Σ_j w · out over token t's rows, j in increasing expert id (route_weights sorted them).
@@ -499,11 +504,16 @@ void TextDecoder::moe_experts_grouped(DecoderState& st, const TextLayerWeights& 
       Tensor in = rows_in.slice(0, 0, n), g2 = gu.slice(0, 0, n), a = act.slice(0, 0, n), out = rows_out.slice(0, 0, n);
       Tensor up = up_rows.slice(0, 0, n), idx = tok_ids.slice(0, s0, s0 + n), wts = tok_w.slice(0, s0, s0 + n);
       ops::embedding(e_in, idx, in, 1.0f, st.ex);  // gather the routed tokens' rows: [n, H]
-      ops::linear(in, lw.experts_gate_up_proj.expert(e), nullptr, g2, st.ex);
-      // [gate | up] = g2 split along the last dim; a = gelu_tanh(gate) · up
-      ops::copy(g2.slice(1, 0, I), a, st.ex);
-      ops::copy(g2.slice(1, I, 2 * I), up, st.ex);
-      gelu_gate(st.ex, a, up);
+      if (lw.experts_up_proj.defined()) {  // gate and up stored apart (MLX)
+        ops::linear(in, lw.experts_gate_up_proj.expert(e), nullptr, a, st.ex);
+        ops::linear(in, lw.experts_up_proj.expert(e), nullptr, up, st.ex);
+      } else {
+        ops::linear(in, lw.experts_gate_up_proj.expert(e), nullptr, g2, st.ex);
+        // [gate | up] = g2 split along the last dim
+        ops::copy(g2.slice(1, 0, I), a, st.ex);
+        ops::copy(g2.slice(1, I, 2 * I), up, st.ex);
+      }
+      gelu_gate(st.ex, a, up);  // a = gelu_tanh(gate) · up
       ops::linear(a, lw.experts_down_proj.expert(e), nullptr, out, st.ex);
       ops::index_add(acc, idx, out, &wts, st.ex);  // acc[tok] += w · out, in token order
     }

@@ -34,6 +34,8 @@ struct TextLayerWeights {
   ops::LinearWeight router_proj;                                         // MoE
   Tensor router_scale, router_per_expert_scale;                          // f32
   ops::LinearWeight experts_gate_up_proj, experts_down_proj;             // stacked [E, 2I, H], [E, H, I]
+  // MLX checkpoints store gate and up apart: then experts_gate_up_proj holds gate [E, I, H] and this up.
+  ops::LinearWeight experts_up_proj;
   Tensor pre_feedforward_layernorm_2, post_feedforward_layernorm_1, post_feedforward_layernorm_2;
 };
 

@@ -73,14 +73,15 @@ void WeightScope::scalar(float& slot, const std::string& name, Shape shape) cons
   emit(name, std::move(shape), WeightRole::Required, Hold::Scalar, {nullptr, &slot, nullptr}, {});
 }
 void WeightScope::linear(ops::LinearWeight& slot, const std::string& name, Shape shape, QuantRule rule,
-                         std::vector<std::string> aliases, std::pair<std::string, std::string> halves) const {
+                         std::vector<std::string> aliases, std::pair<std::string, std::string> halves,
+                         ops::LinearWeight* second_half) const {
   std::vector<std::string> spelled;  // each relative alias under the scope's prefix and its alias prefixes
   for (const auto& a : aliases) {
     spelled.push_back(prefix_ + a);
     for (const auto& p : alias_prefixes_) spelled.push_back(p + a);
   }
-  emit(name, std::move(shape), WeightRole::Required, Hold::Linear, {nullptr, nullptr, &slot}, std::move(spelled), rule,
-       halves);
+  emit(name, std::move(shape), WeightRole::Required, Hold::Linear, {nullptr, nullptr, &slot, second_half},
+       std::move(spelled), rule, halves);
 }
 void WeightScope::ignored(const std::string& name, Shape shape) const {
   emit(name, std::move(shape), WeightRole::Ignored, Hold::Ignored, {}, {});
@@ -262,6 +263,11 @@ void CheckpointBinder::bind_halves(const WeightSpec& spec, Hold hold, WeightSlot
                                             qa.scales.dtype() != qb.scales.dtype())))
     throw CheckpointError(cat(ckpt_.dir(), ": ", first, " and ", second, " (the two halves of ", spec.name,
                               ") are stored in different formats"));
+  if (hold == Hold::Linear && slot.second_half) {  // the model runs the halves apart: bind both in place
+    bind_half(first, half, spec.quant, qa_found ? &qa : nullptr, *slot.linear);
+    bind_half(second, half, spec.quant, qb_found ? &qb : nullptr, *slot.second_half);
+    return;
+  }
   if (qa_found) {
     ops::QuantizedMatrix m = qa;
     m.q = concat_rows(qa.q, qb.q);
@@ -287,6 +293,24 @@ void CheckpointBinder::bind_halves(const WeightSpec& spec, Hold hold, WeightSlot
     else slot.linear->dense = whole;
   } else {
     *slot.tensor = hold == Hold::F32 ? whole.to(DType::F32) : whole;
+  }
+}
+
+void CheckpointBinder::bind_half(const std::string& name, const Shape& shape, QuantRule rule,
+                                 const ops::QuantizedMatrix* stored_quant, ops::LinearWeight& slot) {
+  if (stored_quant) {
+    slot.quant = *stored_quant;
+    return;
+  }
+  Tensor t = ckpt_.tensor(name);
+  if (t.shape() != shape || (t.dtype() != DType::F32 && t.dtype() != DType::BF16 && t.dtype() != DType::F16))
+    throw CheckpointError(cat(ckpt_.dir(), ": tensor ", name, " is ", t.describe(), ", expected a float ", shape_str(shape)));
+  const int bits = rule == QuantRule::Matrix ? quantize_.bits : 0;
+  if (bits && shape.back() % quantize_.group_size == 0) {
+    slot.quant = quantize_stacked(t, bits, quantize_.group_size);
+    ckpt_.release(name);
+  } else {
+    slot.dense = t;
   }
 }
 

@@ -66,6 +66,9 @@ struct WeightSlot {
   Tensor* tensor = nullptr;             // InPlace / F32
   float* scalar = nullptr;              // Scalar
   ops::LinearWeight* linear = nullptr;  // Linear
+  // Linear stored as two halves (WeightSpec::split_halves): set when the model can use them apart, so
+  // `linear` takes the first half and this the second, both in place; unset, they are concatenated.
+  ops::LinearWeight* second_half = nullptr;
 };
 
 // Receives every tensor a visit function names, with where the model keeps it.
@@ -88,7 +91,8 @@ class WeightScope {
   // A matrix [N, K] (or stacked experts [E, N, K]) that ops::linear / ops::embedding read.
   // aliases: other names relative to this scope (MLX's); halves: see WeightSpec::split_halves.
   void linear(ops::LinearWeight& slot, const std::string& name, Shape shape, QuantRule rule,
-              std::vector<std::string> aliases = {}, std::pair<std::string, std::string> halves = {}) const;
+              std::vector<std::string> aliases = {}, std::pair<std::string, std::string> halves = {},
+              ops::LinearWeight* second_half = nullptr) const;
   void ignored(const std::string& name, Shape shape) const;
 
  private:
@@ -135,6 +139,9 @@ class CheckpointBinder : public WeightVisitor {
  private:
   // spec stored as two halves along dim −2 (WeightSpec::split_halves): concatenated into new memory.
   void bind_halves(const WeightSpec& spec, Hold hold, WeightSlot slot, const std::string& first, const std::string& second);
+  // One half bound in place (stored quantized, quantized here, or dense).
+  void bind_half(const std::string& name, const Shape& shape, QuantRule rule, const ops::QuantizedMatrix* stored_quant,
+                 ops::LinearWeight& slot);
 
   const io::Checkpoint& ckpt_;
   QuantizeOptions quantize_;
