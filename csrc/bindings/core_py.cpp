@@ -16,6 +16,7 @@
 #include "core/errors.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "runtime/op_profile.h"
 
 namespace mb::py_bind {
 
@@ -233,6 +234,14 @@ void bind_core(py::module_& m) {
       .def_property_readonly("used", &Arena::used)
       .def_property_readonly("capacity", &Arena::capacity)
       .def_property_readonly("high_water", &Arena::high_water);
+
+  m.def("_op_profile_start", &runtime::op_profile_start,
+        "Starts a process-wide op profile (CPU backend: wall time between consecutive ops, by op and output shape).");
+  m.def("_op_profile_stop", [] {
+    py::list out;
+    for (const auto& e : runtime::op_profile_stop()) out.append(py::make_tuple(e.key, e.count, e.seconds));
+    return out;
+  }, "Stops the profile: [(op and output shape, count, seconds)], most time first.");
 
   m.def("_memory_read_gbps", [](size_t nbytes, int repeats) {
     // Benchmark hook: main-memory read bandwidth through the pool (every thread sums its own slice),
