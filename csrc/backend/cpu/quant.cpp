@@ -3,6 +3,7 @@
 #include "backend/cpu/quant.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
@@ -181,27 +182,35 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
   const float* P = prep.data();  // (a thread_local named inside the lambda would be each worker's own)
   const int64_t tiles = (N + kGemvRows - 1) / kGemvRows;
   const int64_t bytes_per_tile = kGemvRows * row_bytes;
-  parallel_for(tiles, std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(bytes_per_tile, 1)),
-               [&](int64_t t0, int64_t t1) {
-    float res[kGemvRows];
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t n0 = t * kGemvRows, nr = std::min<int64_t>(kGemvRows, N - n0);
-      for (int64_t m = 0; m < M; ++m) {
-        const float* xsum = P + m * per_row;
-        const GemvArgs a{X + m * K, xsum + G, xsum + G + K / 2, xsum, w.q.data_as<const uint8_t>() + n0 * row_bytes,
-                         row_bytes, G, gs};
-        if (nr == kGemvRows) {
-          tile4(a, scales + n0 * G, biases + n0 * G, res);
-        } else {
-          for (int64_t r = 0; r < nr; ++r) {
-            GemvArgs one = a;
-            one.q += r * row_bytes;
-            tile1(one, scales + (n0 + r) * G, biases + (n0 + r) * G, res + r);
-          }
+  // Threads claim blocks of ~64 KB of weights from a counter until none is left: they finish within a
+  // block of each other, and a thread that starts late (a busy machine) just takes fewer blocks.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(bytes_per_tile, 1));
+  const int64_t nblocks = (tiles + grain - 1) / grain;
+  const int64_t threads = std::min<int64_t>(ThreadPool::global().num_threads(), nblocks);
+  std::atomic<int64_t> next_block{0};
+  // One tile: kGemvRows rows (fewer at the end) for every x row.
+  auto run_tile = [&](int64_t t, float* res) {
+    const int64_t n0 = t * kGemvRows, nr = std::min<int64_t>(kGemvRows, N - n0);
+    for (int64_t m = 0; m < M; ++m) {
+      const float* xsum = P + m * per_row;
+      const GemvArgs a{X + m * K, xsum + G, xsum + G + K / 2, xsum, w.q.data_as<const uint8_t>() + n0 * row_bytes,
+                       row_bytes, G, gs};
+      if (nr == kGemvRows) {
+        tile4(a, scales + n0 * G, biases + n0 * G, res);
+      } else {
+        for (int64_t r = 0; r < nr; ++r) {
+          GemvArgs one = a;
+          one.q += r * row_bytes;
+          tile1(one, scales + (n0 + r) * G, biases + (n0 + r) * G, res + r);
         }
-        for (int64_t r = 0; r < nr; ++r) Y[m * N + n0 + r] = res[r] + bias_at(bias, n0 + r);
       }
+      for (int64_t r = 0; r < nr; ++r) Y[m * N + n0 + r] = res[r] + bias_at(bias, n0 + r);
     }
+  };
+  parallel_for(threads, 1, [&](int64_t, int64_t) {
+    float res[kGemvRows];
+    for (int64_t b; (b = next_block.fetch_add(1, std::memory_order_relaxed)) < nblocks;)
+      for (int64_t t = b * grain; t < std::min(tiles, (b + 1) * grain); ++t) run_tile(t, res);
   });
 }
 
