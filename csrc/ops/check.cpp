@@ -78,6 +78,14 @@ void check_in_range(const Check& c, const I* ids, int64_t n, const char* name, i
 
 }  // namespace
 
+void Check::linear_bias(const Tensor* bias, int64_t N) const {
+  if (!bias) return;
+  rank(*bias, "bias", 1);
+  dtype(*bias, "bias", {DType::F32, DType::BF16, DType::F16});
+  contiguous(*bias, "bias");
+  size(*bias, "bias", 0, N, "one value per row of w");
+}
+
 void Check::indices_in_range(const Tensor& ids, const char* name, int64_t bound, const char* what) const {
   if (ids.dtype() == DType::I64) check_in_range(*this, ids.data_as<const int64_t>(), ids.numel(), name, bound, what);
   else check_in_range(*this, ids.data_as<const int32_t>(), ids.numel(), name, bound, what);

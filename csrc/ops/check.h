@@ -27,6 +27,8 @@ struct Check {
   // Every element of `ids` (i32 or i64, contiguous) is in [0, bound); the failure names the first one
   // outside: "<name>[i] = v is out of range [0, bound) of <what>". Reads ids on the host.
   void indices_in_range(const Tensor& ids, const char* name, int64_t bound, const char* what) const;
+  // A linear layer's optional bias: null, or [N] f32 / bf16 / f16 contiguous.
+  void linear_bias(const Tensor* bias, int64_t N) const;
 };
 
 }  // namespace mb::ops

@@ -15,12 +15,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, c
   c.contiguous(w, "w");
   const int64_t K = x.size(-1), N = w.size(0);
   if (w.size(1) != K) c.fail(cat("w ", w.describe(), " must be [N, K] with K = ", K, " (the last dimension of x ", x.describe(), ")"));
-  if (bias) {
-    c.rank(*bias, "bias", 1);
-    c.dtype(*bias, "bias", {DType::F32, DType::BF16, DType::F16});
-    c.contiguous(*bias, "bias");
-    c.size(*bias, "bias", 0, N, "one value per row of w");
-  }
+  c.linear_bias(bias, N);
   Shape out_shape = x.shape();
   out_shape.back() = N;
   c.output(out, "out", out_shape, x.dtype());

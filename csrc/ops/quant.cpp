@@ -155,12 +155,7 @@ void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* b
   const int64_t K = x.size(-1), N = w.rows();
   if (w.cols() != K)
     c.fail(cat("w holds ", w.rows(), " × ", w.cols(), " values; x ", x.describe(), " needs ", K, " columns"));
-  if (bias) {
-    c.rank(*bias, "bias", 1);
-    c.dtype(*bias, "bias", {DType::F32, DType::BF16, DType::F16});
-    c.contiguous(*bias, "bias");
-    c.size(*bias, "bias", 0, N, "one value per row of w");
-  }
+  c.linear_bias(bias, N);
   Shape out_shape = x.shape();
   out_shape.back() = N;
   c.output(out, "out", out_shape, DType::F32);
