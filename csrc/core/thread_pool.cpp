@@ -38,29 +38,40 @@ inline void cpu_relax() {
 #endif
 }
 
+// Chunks are claimed from one word, (chunk count) << 32 | (next chunk index), so a claim also says whether
+// the job still has work. A job ends when its chunks are done, whichever threads ran them: a worker that
+// wakes late (a busy machine) finds nothing to claim, or claims from a later job, and the caller never
+// waits for a worker that took no chunk.
 struct ThreadPool::Impl {
   std::vector<std::thread> workers;
   std::mutex mu;
   std::condition_variable wake, done;
+  // The current job; written before `claim` is published, read only by a thread holding a claimed chunk
+  // (the job cannot end before that chunk is done, so these stay put while it reads them).
   const FunctionRef<void(int64_t, int64_t)>* job = nullptr;
-  int64_t n = 0, chunk = 1, num_chunks = 0;
-  std::atomic<int64_t> next{0};
-  std::atomic<int> active{0};          // workers still inside the current job
-  std::atomic<uint64_t> generation{0};  // bumped per job so workers see each job once
+  int64_t n = 0, chunk = 1;
+  std::atomic<uint64_t> claim{0};
+  std::atomic<int64_t> finished{0};     // chunks of the current job done
+  std::atomic<uint64_t> generation{0};  // bumped per job to wake the workers
   std::atomic<bool> stop{false};
   std::mutex error_mu;
   std::exception_ptr error;
 
   void run_chunks() {
     for (;;) {
-      int64_t c = next.fetch_add(1);
-      if (c >= num_chunks) return;
-      int64_t b = c * chunk, e = std::min(n, b + chunk);
+      const uint64_t c = claim.fetch_add(1, std::memory_order_acq_rel);
+      const int64_t count = int64_t(c >> 32), i = int64_t(c & 0xFFFFFFFFu);
+      if (i >= count) return;
+      const int64_t b = i * chunk, e = std::min(n, b + chunk);
       try {
         (*job)(b, e);
       } catch (...) {
         std::lock_guard<std::mutex> lk(error_mu);
         if (!error) error = std::current_exception();
+      }
+      if (finished.fetch_add(1, std::memory_order_acq_rel) + 1 == count) {
+        std::lock_guard<std::mutex> lk(mu);
+        done.notify_one();
       }
     }
   }
@@ -81,10 +92,6 @@ struct ThreadPool::Impl {
       if (stop.load()) return;
       seen = generation.load(std::memory_order_acquire);
       run_chunks();
-      if (active.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> lk(mu);
-        done.notify_one();
-      }
     }
   }
 };
@@ -121,27 +128,27 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
   std::lock_guard<std::mutex> submit(submit_mu);
   Impl& s = *impl_;
   // A few chunks per thread balance uneven work without much scheduling cost.
-  int64_t target = std::min<int64_t>(max_chunks, int64_t(num_threads_) * 4);
+  const int64_t target = std::min<int64_t>(max_chunks, int64_t(num_threads_) * 4);
   s.job = &fn;
   s.n = n;
   s.chunk = (n + target - 1) / target;
-  s.num_chunks = (n + s.chunk - 1) / s.chunk;
-  s.next.store(0);
+  const int64_t count = (n + s.chunk - 1) / s.chunk;
   s.error = nullptr;
-  s.active.store(int(s.workers.size()), std::memory_order_relaxed);
-  s.generation.fetch_add(1, std::memory_order_acq_rel);  // publishes the job fields above
-  { std::lock_guard<std::mutex> lk(s.mu); }               // no worker can miss the wake-up below
+  s.finished.store(0, std::memory_order_relaxed);
+  s.claim.store(uint64_t(count) << 32, std::memory_order_release);  // publishes the job fields above
+  s.generation.fetch_add(1, std::memory_order_acq_rel);
+  { std::lock_guard<std::mutex> lk(s.mu); }  // no worker can miss the wake-up below
   s.wake.notify_all();
   t_inside_pool = true;
   s.run_chunks();
   t_inside_pool = false;
-  for (int spins = 0; s.active.load(std::memory_order_acquire) != 0; ++spins) {
+  for (int spins = 0; s.finished.load(std::memory_order_acquire) != count; ++spins) {
     if (spins < kSpinIterations) {
       cpu_relax();
       continue;
     }
     std::unique_lock<std::mutex> lk(s.mu);
-    s.done.wait(lk, [&] { return s.active.load() == 0; });
+    s.done.wait(lk, [&] { return s.finished.load() == count; });
   }
   s.job = nullptr;
   if (s.error) std::rethrow_exception(s.error);

@@ -132,8 +132,12 @@ struct FastPlan {
     const int64_t items = nqb * a.Hkv;
     nsplit = 1;
     if (items < 2 * int64_t(num_threads)) {
+      // Split by the keys present, not the slots: a decode step early in a ring cache has mostly empty
+      // slots, and splitting them only adds a merge and two pool dispatches.
+      int64_t present = 0;
+      for (int64_t s = 0; s < a.S; ++s) present += a.k_pos[s] >= 0;
       const int64_t want = (2 * int64_t(num_threads) + items - 1) / items;
-      nsplit = std::clamp<int64_t>(std::min(want, a.S / kMinKeysPerSplit), 1, a.S > 0 ? a.S : 1);
+      nsplit = std::clamp<int64_t>(std::min(want, present / kMinKeysPerSplit), 1, a.S > 0 ? a.S : 1);
     }
     chunk = (a.S + nsplit - 1) / nsplit;
     if (chunk > 0) nsplit = (a.S + chunk - 1) / chunk;

@@ -1,5 +1,5 @@
-// AVX2 building blocks shared by the norm, softmax and rope kernels: 8-lane loads / stores for f32,
-// bf16 and f16 storage (math always f32), a horizontal sum and e^x for softmax. x86-64 only: callers
+// AVX2 building blocks shared by the norm, softmax, rope and elementwise kernels: 8-lane loads / stores
+// for f32, bf16 and f16 storage (math always f32), a horizontal sum, e^x for softmax and tanh. x86-64 only: callers
 // test norm_simd::available() at run time and keep a portable path, so the code builds on ARM too.
 #pragma once
 #include <cstdint>
@@ -89,6 +89,26 @@ MB_NORM_AVX2 inline __m256 exp8_nonpositive(__m256 x) {
   // n ∈ [−126, 0]: 2^n is a normal f32.
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+// tanh(x) within a few ulp of std::tanh (relative error < 1e-6): x·(1 − x²/3 + 2x⁴/15 − 17x⁶/315 +
+// 62x⁸/2835) for |x| < 1/4 (truncation < 1e-8 relative), else sign(x)·(1 − e)/(1 + e) with e = e^(−2|x|)
+// (1 − e ≥ 0.39 there, so no cancellation to speak of). NaN propagates.
+MB_NORM_AVX2 inline __m256 tanh8(__m256 x) {
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  const __m256 ax = _mm256_andnot_ps(sign, x);
+  const __m256 e = exp8_nonpositive(_mm256_mul_ps(ax, _mm256_set1_ps(-2.f)));
+  const __m256 one = _mm256_set1_ps(1.f);
+  __m256 big = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+  big = _mm256_or_ps(big, _mm256_and_ps(sign, x));
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  __m256 p = _mm256_set1_ps(62.f / 2835.f);
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-17.f / 315.f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(2.f / 15.f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.f / 3.f));
+  const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, x2), x, x);
+  const __m256 r = _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.25f), _CMP_LT_OQ));
+  return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
 #else
