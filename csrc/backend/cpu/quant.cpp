@@ -41,9 +41,11 @@ struct GemvArgs {
   const float* xo;    // [K/2] (4-bit)
   const float* xsum;  // [G]: Σ x over each group
   const uint8_t* q;   // first row's packed values
-  int64_t row_bytes;
+  int64_t row_bytes;  // bytes from one of the tile's rows to the next (its streams' spacing)
   int64_t G;          // groups per row
   int gs;             // group size
+  int64_t scale_stride;  // scales / biases from one of the tile's rows to the next
+  int64_t next_row;      // bytes from a row to the next row of its own stream (what to prefetch)
 };
 
 template <int R, int BITS, class ST>
@@ -61,8 +63,8 @@ void gemv_rows_portable(const GemvArgs& a, const ST* s, const ST* b, float* out)
           d[r] += float(v & 0x0F) * a.xe[g * a.gs / 2 + j] + float(v >> 4) * a.xo[g * a.gs / 2 + j];
         }
       }
-      acc[r] += load_f32(s + r * a.G + g) * d[r];
-      bacc[r] += load_f32(b + r * a.G + g) * a.xsum[g];
+      acc[r] += load_f32(s + r * a.scale_stride + g) * d[r];
+      bacc[r] += load_f32(b + r * a.scale_stride + g) * a.xsum[g];
     }
   }
   for (int r = 0; r < R; ++r) out[r] = acc[r] + bacc[r];
@@ -87,14 +89,13 @@ MB_AVX2_TARGET void gemv_rows_avx2(const GemvArgs& a, const ST* s, const ST* b, 
   const uint8_t* q2 = a.q + 2 * a.row_bytes;
   const uint8_t* q3 = a.q + 3 * a.row_bytes;
   constexpr int64_t kGroupBytes = GS * BITS / 8;
-  // Prefetch the same bytes of the rows kPrefetchRows further down (the next tile this thread reads):
-  // R row streams are too few for the hardware prefetchers to hide DRAM latency (q8 GEMV 14 -> 21 GB/s).
-  // Prefetches past the matrix end are harmless hints (they never fault).
-  constexpr int64_t kPrefetchRows = 4;
+  // Prefetch the same bytes of the next row of each stream (what this thread reads next): R streams are
+  // too few for the hardware prefetchers alone to hide DRAM latency. Prefetches past the matrix end are
+  // harmless hints (they never fault).
   for (int64_t g = 0; g < a.G; ++g) {
     for (int64_t off = 0; off < kGroupBytes; off += 64)
       for (int r = 0; r < R; ++r)
-        _mm_prefetch(reinterpret_cast<const char*>(a.q + (r + kPrefetchRows) * a.row_bytes + g * kGroupBytes + off),
+        _mm_prefetch(reinterpret_cast<const char*>(a.q + r * a.row_bytes + a.next_row + g * kGroupBytes + off),
                      _MM_HINT_T0);
     __m256 d0 = _mm256_setzero_ps(), d1 = d0, d2 = d0, d3 = d0;
     if constexpr (BITS == 8) {
@@ -128,16 +129,16 @@ MB_AVX2_TARGET void gemv_rows_avx2(const GemvArgs& a, const ST* s, const ST* b, 
     acc0 = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(s + g)), d0, acc0);
     bacc[0] += load_f32(b + g) * xs;
     if constexpr (R > 1) {
-      acc1 = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(s + a.G + g)), d1, acc1);
-      bacc[1] += load_f32(b + a.G + g) * xs;
+      acc1 = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(s + a.scale_stride + g)), d1, acc1);
+      bacc[1] += load_f32(b + a.scale_stride + g) * xs;
     }
     if constexpr (R > 2) {
-      acc2 = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(s + 2 * a.G + g)), d2, acc2);
-      bacc[2] += load_f32(b + 2 * a.G + g) * xs;
+      acc2 = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(s + 2 * a.scale_stride + g)), d2, acc2);
+      bacc[2] += load_f32(b + 2 * a.scale_stride + g) * xs;
     }
     if constexpr (R > 3) {
-      acc3 = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(s + 3 * a.G + g)), d3, acc3);
-      bacc[3] += load_f32(b + 3 * a.G + g) * xs;
+      acc3 = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(s + 3 * a.scale_stride + g)), d3, acc3);
+      bacc[3] += load_f32(b + 3 * a.scale_stride + g) * xs;
     }
   }
   out[0] = hsum8(acc0) + bacc[0];
@@ -180,37 +181,35 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
   }
 #endif
   const float* P = prep.data();  // (a thread_local named inside the lambda would be each worker's own)
-  const int64_t tiles = (N + kGemvRows - 1) / kGemvRows;
-  const int64_t bytes_per_tile = kGemvRows * row_bytes;
-  // Threads claim blocks of ~64 KB of weights from a counter until none is left: they finish within a
-  // block of each other, and a thread that starts late (a busy machine) just takes fewer blocks.
-  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(bytes_per_tile, 1));
-  const int64_t nblocks = (tiles + grain - 1) / grain;
+  const uint8_t* q = w.q.data_as<const uint8_t>();
+  // Rows are cut into blocks of kGemvRows streams of S consecutive rows, ~kStreamBytes each; a tile takes
+  // row j of every stream, so each stream walks contiguous memory the hardware prefetchers follow (four
+  // short rows side by side restart them every row).
+  constexpr int64_t kStreamBytes = 24 << 10;
+  const int64_t S = std::max<int64_t>(1, (kStreamBytes + row_bytes - 1) / row_bytes);
+  const int64_t block_rows = kGemvRows * S, nblocks = (N + block_rows - 1) / block_rows;
   const int64_t threads = std::min<int64_t>(ThreadPool::global().num_threads(), nblocks);
-  std::atomic<int64_t> next_block{0};
-  // One tile: kGemvRows rows (fewer at the end) for every x row.
-  auto run_tile = [&](int64_t t, float* res) {
-    const int64_t n0 = t * kGemvRows, nr = std::min<int64_t>(kGemvRows, N - n0);
+  // x row m against `R` rows n0, n0 + stride, ... (R = kGemvRows or 1).
+  auto run_rows = [&](int64_t n0, int64_t stride, bool four, float* res) {
     for (int64_t m = 0; m < M; ++m) {
       const float* xsum = P + m * per_row;
-      const GemvArgs a{X + m * K, xsum + G, xsum + G + K / 2, xsum, w.q.data_as<const uint8_t>() + n0 * row_bytes,
-                       row_bytes, G, gs};
-      if (nr == kGemvRows) {
-        tile4(a, scales + n0 * G, biases + n0 * G, res);
-      } else {
-        for (int64_t r = 0; r < nr; ++r) {
-          GemvArgs one = a;
-          one.q += r * row_bytes;
-          tile1(one, scales + (n0 + r) * G, biases + (n0 + r) * G, res + r);
-        }
-      }
-      for (int64_t r = 0; r < nr; ++r) Y[m * N + n0 + r] = res[r] + bias_at(bias, n0 + r);
+      const GemvArgs a{X + m * K, xsum + G, xsum + G + K / 2, xsum, q + n0 * row_bytes, stride * row_bytes, G, gs,
+                       stride * G, row_bytes};
+      (four ? tile4 : tile1)(a, scales + n0 * G, biases + n0 * G, res);
+      for (int r = 0; r < (four ? kGemvRows : 1); ++r)
+        Y[m * N + n0 + r * stride] = res[r] + bias_at(bias, n0 + r * stride);
     }
   };
+  // Threads claim blocks from a counter until none is left: they finish within a block of each other, and
+  // a thread that starts late (a busy machine) just takes fewer blocks.
+  std::atomic<int64_t> next_block{0};
   parallel_for(threads, 1, [&](int64_t, int64_t) {
     float res[kGemvRows];
-    for (int64_t b; (b = next_block.fetch_add(1, std::memory_order_relaxed)) < nblocks;)
-      for (int64_t t = b * grain; t < std::min(tiles, (b + 1) * grain); ++t) run_tile(t, res);
+    for (int64_t b; (b = next_block.fetch_add(1, std::memory_order_relaxed)) < nblocks;) {
+      const int64_t n0 = b * block_rows, nb = std::min(block_rows, N - n0), s = nb / kGemvRows;
+      for (int64_t j = 0; j < s; ++j) run_rows(n0 + j, s, true, res);
+      for (int64_t r = s * kGemvRows; r < nb; ++r) run_rows(n0 + r, 1, false, res);
+    }
   });
 }
 
