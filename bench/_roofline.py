@@ -40,8 +40,10 @@ def _keys_attended(rows: range, window: int | None) -> int:
     return sum(min(t + 1, window) if window else t + 1 for t in rows)
 
 
-def prefill_flops(checkpoint: str, T: int) -> float:
-    """Minimum FLOPs of a T-token prefill that returns the last position's logits (see module doc)."""
+def prefill_flops(checkpoint: str, T: int, minimum: bool = True) -> float:
+    """FLOPs of a T-token prefill that returns the last position's logits: the minimum (see module doc),
+    or with minimum=False every row through every layer (what an engine without the KV-sharing shortcut
+    does; the LM head still for the last row only)."""
     from markbase.io import open_checkpoint
 
     cfg = _text_config(checkpoint)
@@ -64,7 +66,7 @@ def prefill_flops(checkpoint: str, T: int) -> float:
             q_width[i] = shape[0]
     flops = 2.0 * T * other + 2.0 * cfg["vocab_size"] * cfg["hidden_size"]  # + the LM head, last row
     for i in range(n_layers):
-        rows = range(T) if i < first_shared else range(T - 1, T)
+        rows = range(T) if i < first_shared or not minimum else range(T - 1, T)
         window = cfg["sliding_window"] if cfg["layer_types"][i] == "sliding_attention" else None
         flops += 2.0 * len(rows) * matrix_elems[i]
         flops += 4.0 * q_width[i] * _keys_attended(rows, window)

@@ -31,9 +31,13 @@ How:
   - rooflines (bench/yardstick.py, measured at the start of every round, best kept): decode = weight
     bytes read per token (as the engine holds them: markbase's Model.decode_weight_bytes, the GGUF's
     tensors, the bf16 checkpoint for transformers; never the PLE table, a gather) / best read bandwidth;
-    prefill = minimum FLOPs (bench/_roofline.py) / best f32 GEMM GFLOP/s (markbase or OpenBLAS).
-How long: a full run (4 rounds × 3 reps, 7 cells) is about half an hour to an hour on 2 quiet cores;
---quick (1 round, 1 rep) about 10 minutes once everything is cached.
+    prefill = minimum FLOPs (bench/_roofline.py: the trailing KV-sharing layers for the last row only) /
+    best f32 GEMM GFLOP/s (markbase or OpenBLAS); the header also gives the FLOPs of running every row
+    through every layer, which is what llama.cpp 0.3.36 does (transformers 5.23 slices to logits_to_keep
+    at the first KV-sharing layer, as markbase does).
+How long: a full run (4 rounds × 3 reps, 7 cells) took 52 minutes on the 2-core machine, mostly quiet
+(~13 minutes a round, a third of it transformers bf16); --quick (1 round, 1 rep) 6 to 15 minutes,
+depending on how busy the machine is. The first run adds the downloads, build and conversion below.
 What it downloads and builds (once, under .bench-cache/, see bench/_llamacpp.py): the llama-cpp-python
 0.3.36 sdist from PyPI (~75 MB) for its vendored llama.cpp; a native build of llama-bench and
 llama-quantize (~10 minutes on 2 cores, one per instruction-set level); GGUFs of the checkpoint
@@ -334,7 +338,10 @@ def describe_run(args, checkpoint: str, limits: dict, flops: dict, cells: list[C
           f"(markbase best {max(s['markbase'] for s in g):.0f}, OpenBLAS best {max(s['numpy'] for s in g):.0f})")
     print("weight bytes read per decode token: " + ", ".join(
         f"{c.engine} {c.width} {c.decode_bytes / 1e9:.2f} GB" for c in cells if c.decode_bytes))
-    print("prefill minimum work: " + ", ".join(f"{T} tokens {f / 1e9:.0f} GFLOP" for T, f in flops.items()))
+    full = {T: _roofline.prefill_flops(checkpoint, T, minimum=False) for T in flops}
+    print("prefill work: minimum (KV-sharing layers for the last row only; the % below) " +
+          ", ".join(f"{T} tokens {f / 1e9:.0f} GFLOP" for T, f in flops.items()) +
+          "; every row through every layer " + ", ".join(f"{f / 1e9:.0f}" for f in full.values()) + " GFLOP")
     if "error" in llama:
         print(f"llama.cpp: {llama['error']}")
     print("figures: median [min-max] over rounds x reps; % = roofline fraction (decode: bytes/token at the best "
