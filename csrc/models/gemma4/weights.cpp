@@ -1,6 +1,5 @@
 #include "models/gemma4/weights.h"
 
-#include <cstring>
 #include <mutex>
 
 #include "core/errors.h"
@@ -174,23 +173,6 @@ Tensor dequantize_stacked(const ops::QuantizedMatrix& m, const Shape& shape, DTy
 
 namespace {
 
-// Concatenates two [.., n, c] tensors along dim −2 into new host memory: [.., 2n, c].
-Tensor concat_rows(const Tensor& a, const Tensor& b) {
-  Shape shape = a.shape();
-  shape[shape.size() - 2] *= 2;
-  Tensor out = Tensor::empty(a.dtype(), shape);
-  const int64_t lead = a.numel() / (a.size(-2) * a.size(-1));
-  const size_t half = size_t(a.nbytes() / lead);
-  const auto* pa = static_cast<const uint8_t*>(a.data());
-  const auto* pb = static_cast<const uint8_t*>(b.data());
-  auto* po = static_cast<uint8_t*>(out.data());
-  for (int64_t i = 0; i < lead; ++i) {
-    std::memcpy(po + 2 * i * half, pa + i * half, half);
-    std::memcpy(po + (2 * i + 1) * half, pb + i * half, half);
-  }
-  return out;
-}
-
 // A tensor MLX stores in its own layout, back in transformers' (stored under an MLX name only): audio
 // conv kernels channels-last [O, kH, kW, I] -> [O, I, kH, kW]; depthwise [C, K, 1] -> [C, 1, K] (same bytes).
 bool from_mlx_layout(const Tensor& t, const Shape& want, Tensor* out) {
@@ -255,45 +237,19 @@ void CheckpointBinder::weight(const WeightSpec& spec, Hold hold, WeightSlot slot
 
 void CheckpointBinder::bind_halves(const WeightSpec& spec, Hold hold, WeightSlot slot, const std::string& first,
                                    const std::string& second) {
+  if (hold != Hold::Linear || !slot.second_half)
+    throw CheckpointError(cat(ckpt_.dir(), ": ", spec.name, " is stored as two halves (", first, ", ", second,
+                              ") but is not held as two matrices"));  // a visit-function bug, not the file's
   Shape half = spec.shape;
   half[half.size() - 2] /= 2;
   ops::QuantizedMatrix qa, qb;
   const bool qa_found = find_quantized(ckpt_, first, half, &qa), qb_found = find_quantized(ckpt_, second, half, &qb);
-  if (qa_found != qb_found || (qa_found && (qa.bits != qb.bits || qa.group_size != qb.group_size ||
-                                            qa.scales.dtype() != qb.scales.dtype())))
+  if (qa_found != qb_found)
     throw CheckpointError(cat(ckpt_.dir(), ": ", first, " and ", second, " (the two halves of ", spec.name,
                               ") are stored in different formats"));
-  if (hold == Hold::Linear && slot.second_half) {  // the model runs the halves apart: bind both in place
-    bind_half(first, half, spec.quant, qa_found ? &qa : nullptr, *slot.linear);
-    bind_half(second, half, spec.quant, qb_found ? &qb : nullptr, *slot.second_half);
-    return;
-  }
-  if (qa_found) {
-    ops::QuantizedMatrix m = qa;
-    m.q = concat_rows(qa.q, qb.q);
-    m.scales = concat_rows(qa.scales, qb.scales);
-    m.biases = concat_rows(qa.biases, qb.biases);
-    for (const std::string* n : {&first, &second}) {
-      const std::string base = quant_base(*n);
-      ckpt_.release(*n), ckpt_.release(base + ".scales"), ckpt_.release(base + ".biases");
-    }
-    if (hold == Hold::Linear) slot.linear->quant = m;
-    else *slot.tensor = dequantize_stacked(m, spec.shape, hold == Hold::F32 ? DType::F32 : m.scales.dtype());
-    return;
-  }
-  Tensor a = ckpt_.tensor(first), b = ckpt_.tensor(second);
-  if (a.shape() != half || b.shape() != half || a.dtype() != b.dtype())
-    throw CheckpointError(cat(ckpt_.dir(), ": ", first, " ", a.describe(), " and ", second, " ", b.describe(),
-                              " must both be ", shape_str(half), " (the two halves of ", spec.name, ")"));
-  Tensor whole = concat_rows(a, b);
-  ckpt_.release(first), ckpt_.release(second);
-  if (hold == Hold::Linear) {
-    const int bits = spec.quant == QuantRule::Matrix ? quantize_.bits : 0;
-    if (bits && spec.shape.back() % quantize_.group_size == 0) slot.linear->quant = quantize_stacked(whole, bits, quantize_.group_size);
-    else slot.linear->dense = whole;
-  } else {
-    *slot.tensor = hold == Hold::F32 ? whole.to(DType::F32) : whole;
-  }
+  // The decoder runs the halves apart: each binds in place.
+  bind_half(first, half, spec.quant, qa_found ? &qa : nullptr, *slot.linear);
+  bind_half(second, half, spec.quant, qb_found ? &qb : nullptr, *slot.second_half);
 }
 
 void CheckpointBinder::bind_half(const std::string& name, const Shape& shape, QuantRule rule,

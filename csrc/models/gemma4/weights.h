@@ -66,8 +66,8 @@ struct WeightSlot {
   Tensor* tensor = nullptr;             // InPlace / F32
   float* scalar = nullptr;              // Scalar
   ops::LinearWeight* linear = nullptr;  // Linear
-  // Linear stored as two halves (WeightSpec::split_halves): set when the model can use them apart, so
-  // `linear` takes the first half and this the second, both in place; unset, they are concatenated.
+  // A Linear that may be stored as two halves (WeightSpec::split_halves): `linear` then takes the first
+  // half and this the second, both in place (the model runs them apart).
   ops::LinearWeight* second_half = nullptr;
 };
 
@@ -89,7 +89,8 @@ class WeightScope {
   void f32(Tensor& slot, const std::string& name, Shape shape, std::vector<std::string> aliases = {}) const;
   void scalar(float& slot, const std::string& name, Shape shape = {}) const;
   // A matrix [N, K] (or stacked experts [E, N, K]) that ops::linear / ops::embedding read.
-  // aliases: other names relative to this scope (MLX's); halves: see WeightSpec::split_halves.
+  // aliases: other names relative to this scope (MLX's); halves: see WeightSpec::split_halves, bound to
+  // `slot` and `second_half` when the checkpoint stores them.
   void linear(ops::LinearWeight& slot, const std::string& name, Shape shape, QuantRule rule,
               std::vector<std::string> aliases = {}, std::pair<std::string, std::string> halves = {},
               ops::LinearWeight* second_half = nullptr) const;
@@ -137,7 +138,7 @@ class CheckpointBinder : public WeightVisitor {
   void weight(const WeightSpec& spec, Hold hold, WeightSlot slot) override;
 
  private:
-  // spec stored as two halves along dim −2 (WeightSpec::split_halves): concatenated into new memory.
+  // spec stored as two halves along dim −2 (WeightSpec::split_halves): bound to the slot's two matrices.
   void bind_halves(const WeightSpec& spec, Hold hold, WeightSlot slot, const std::string& first, const std::string& second);
   // One half bound in place (stored quantized, quantized here, or dense).
   void bind_half(const std::string& name, const Shape& shape, QuantRule rule, const ops::QuantizedMatrix* stored_quant,
