@@ -3,6 +3,7 @@
 
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
+#include "backend/cpu/simd.h"
 #include "ops/quant.h"
 
 namespace mb::py_bind {
@@ -37,7 +38,7 @@ void bind(py::module_& m) {
      "f32 [rows, cols] = scales·q + biases.");
   m.def("linear_quantized", [](const py::object& xo, const py::object& q, const py::object& s, const py::object& b,
                                int bits, int group_size, const py::object& bo, const py::object& out,
-                               const std::string& device, bool reference) {
+                               const std::string& device, bool reference, bool int16_activations) {
     const char* op = "linear_quantized";
     Tensor x = as_tensor(xo, op, "x");
     ops::QuantizedMatrix w = matrix_of(q, s, b, bits, group_size, op);
@@ -45,11 +46,20 @@ void bind(py::module_& m) {
     Shape shape = x.shape();
     if (!shape.empty() && w.q.dim() == 2) shape.back() = w.q.size(0);
     Tensor y = out_or_empty(out, op, DType::F32, shape);
-    run_ops(device, reference, [&](const Exec& ex) { ops::linear_quantized(x, w, bias ? &*bias : nullptr, y, ex); });
+    run_ops(device, reference, [&](const Exec& ex) {
+      Exec e = ex;
+      e.int16_activations = int16_activations;
+      ops::linear_quantized(x, w, bias ? &*bias : nullptr, y, e);
+    });
     return y;
   }, py::arg("x"), py::arg("q"), py::arg("scales"), py::arg("biases"), py::kw_only(), py::arg("bits"),
      py::arg("group_size"), py::arg("bias") = py::none(), py::arg("out") = py::none(), py::arg("device") = "cpu",
-     py::arg("reference") = false, "x [..., K] f32 times the dequantized [N, K] matrix transposed (+ bias): [..., N] f32.");
+     py::arg("reference") = false, py::arg("int16_activations") = false,
+     "x [..., K] f32 times the dequantized [N, K] matrix transposed (+ bias): [..., N] f32. int16_activations "
+     "lets the CPU decode kernel round x per group to 16-bit integers (ops/quant.h).");
+  m.def("_quant_gemv_simd", [] { return std::string(cpu::cpu_has_avx2() ? "avx2" : "portable"); },
+        "Kernels of the CPU quantized decode GEMV: 'avx2' (16-bit activations allowed) or 'portable' (f32 "
+        "only; MARKBASE_SIMD=off forces it).");
   m.def("embedding_quantized", [](const py::object& q, const py::object& s, const py::object& b, int bits,
                                   int group_size, const py::object& ido, float scale, const py::object& out,
                                   const std::string& device, bool reference) {

@@ -12,6 +12,9 @@ struct Exec {
   // Run the scalar reference kernels instead of the backend's (parity tests, debugging). They are the
   // yardstick of every backend and run on the CPU whatever the device.
   bool reference = false;
+  // Let the quantized decode GEMV round x to 16-bit integers per weight group (ops/quant.h:
+  // linear_quantized). false: every product and sum in f32.
+  bool int16_activations = false;
 };
 
 }  // namespace mb

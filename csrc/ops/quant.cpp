@@ -163,7 +163,7 @@ void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* b
   c.no_alias(out, "out", w.q, "w.q");
   if (bias) c.no_alias(out, "out", *bias, "bias");
   run_op(c.op, ex, {&x, &w.q, &w.scales, &w.biases, bias}, {&out},
-         [&](const Backend& b) { b.linear_quantized(x, w, bias, out); });
+         [&](const Backend& b) { b.linear_quantized(x, w, bias, out, ex.int16_activations); });
 }
 
 void embedding_quantized(const QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale, const Exec& ex) {

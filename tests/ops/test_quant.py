@@ -178,3 +178,60 @@ def test_bad_input(call, match):
     x = np.ones((2, 128), np.float32)
     with pytest.raises(mb.MarkbaseError, match=match):
         call(q.numpy(), s.numpy(), b.numpy(), x)
+
+
+def x16_product_np(x, deq, s, b, group_size, sdtype):
+    """What the int16-activation decode kernel computes, in float64 from its f32 roundings: per group
+    dx = max|x| / 32767, x16 = rint(x / dx) (f32 math), out = Σ_g s·dx·Σ q·x16 + b·Σ x."""
+    M, K = x.shape
+    G = K // group_size
+    xg = x.reshape(M, G, group_size)
+    amax = np.abs(xg).max(-1)
+    dx = (amax / np.float32(32767)).astype(np.float32)
+    inv = np.where(amax > 0, np.float32(32767) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+    x16 = np.clip(np.rint(xg * inv[..., None]), -32767, 32767)  # [M, G, gs]
+    sv, bv = as_np(s, sdtype).astype(np.float64), as_np(b, sdtype).astype(np.float64)  # [N, G]
+    sq = deq - np.repeat(bv, group_size, axis=1)  # s·q [N, K]
+    qx = np.einsum("mgj,ngj->mng", x16, sq.reshape(-1, G, group_size))  # Σ s·q·x16 per group
+    return (qx * dx[:, None, :]).sum(-1) + xg.astype(np.float64).sum(-1) @ bv.T, amax
+
+
+@pytest.mark.parametrize("M,N,K,bits,group_size", [g for g in GRID if g[0] <= 4])
+def test_linear_quantized_int16_activations(M, N, K, bits, group_size):
+    """int16_activations on the CPU decode kernel: with AVX2 it must compute exactly the 16-bit-rounded
+    product (to f32 rounding: a kernel that ignored the flag differs by the rounding itself, far more), and
+    that lies within Σ_g max|x_g|·2^-16·Σ_{k∈g}|s·q| of the true product; the portable kernels stay f32."""
+    x, (q, s, b), deq, S = make_case(M, N, K, bits, group_size, "bf16", seed=M * 7 + N + K + bits)
+    got = ops.linear_quantized(x, q, s, b, bits=bits, group_size=group_size, int16_activations=True)
+    want = x.astype(np.float64) @ deq.T
+    if ops._quant_gemv_simd() == "portable":
+        check_close(got, want, S, K, "portable kernels ignore int16_activations")
+        return
+    want16, amax = x16_product_np(x, deq, s, b, group_size, "bf16")
+    check_close(got, want16, S, K, f"int16 M{M} N{N} K{K} q{bits} g{group_size}")
+    sq = np.abs(deq - np.repeat(as_np(b, "bf16"), group_size, axis=1)).reshape(N, K // group_size, group_size)
+    rounding = 2.0**-16 * (1 + 2**-10) * (amax @ sq.sum(-1).T)  # [M, N]
+    assert (np.abs(want16 - want) <= rounding + 8 * np.sqrt(K + 1) * U32 * S).all()
+    if K >= 64:  # the rounding shows: the flag reached the kernel
+        f32 = ops.linear_quantized(x, q, s, b, bits=bits, group_size=group_size)
+        assert not np.array_equal(f32.numpy(), got.numpy())
+
+
+def test_linear_quantized_int16_activations_edge_rows():
+    """A zero group (dx = 0), huge and tiny magnitudes, and a NaN row: the 16-bit path stays finite where x is
+    and lets a NaN through (it falls back to the f32 kernels), never turns it into a number."""
+    K, N = 128, 16
+    x = rng(5).normal(size=(3, K)).astype(np.float32)
+    x[0, :64] = 0
+    x[1, :64] *= 1e30
+    x[1, 64:] *= 1e-30
+    w = (rng(6).normal(size=(N, K)) * 0.5).astype(np.float32)
+    q, s, b = ops.quantize(w, bits=4, group_size=64, scale_dtype="f32")
+    deq = ops.dequantize(q, s, b, bits=4, group_size=64).numpy().astype(np.float64)
+    got = ops.linear_quantized(x, q, s, b, bits=4, group_size=64, int16_activations=True).numpy()
+    want = x.astype(np.float64) @ deq.T
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max(axis=1, keepdims=True).min())
+    x[2, 7] = np.nan
+    got = ops.linear_quantized(x, q, s, b, bits=4, group_size=64, int16_activations=True).numpy()
+    assert np.isnan(got[2]).all() and np.isfinite(got[:2]).all()

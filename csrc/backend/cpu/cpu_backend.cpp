@@ -29,8 +29,9 @@ class CpuBackend final : public Backend {
   void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) const override {
     ref_ ? cpu::linear_gathered_ref(x, w, ids, out) : cpu::linear_gathered_fast(x, w, ids, out);
   }
-  void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out) const override {
-    ref_ ? cpu::linear_quantized_ref(x, w, bias, out) : cpu::linear_quantized_fast(x, w, bias, out);
+  void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
+                        bool int16_activations) const override {
+    ref_ ? cpu::linear_quantized_ref(x, w, bias, out) : cpu::linear_quantized_fast(x, w, bias, out, int16_activations);
   }
   void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const override {
     cpu::embedding_quantized(table, ids, out, scale);  // a gather: one kernel serves as reference and fast

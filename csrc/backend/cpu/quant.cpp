@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
@@ -46,6 +47,9 @@ struct GemvArgs {
   int gs;             // group size
   int64_t scale_stride;  // scales / biases from one of the tile's rows to the next
   int64_t next_row;      // bytes from a row to the next row of its own stream (what to prefetch)
+  // 16-bit activations (x16 kernels only): x ≈ dx[g]·x16, x16 [K] as x (8-bit) or as xe then xo (4-bit).
+  const int16_t* x16;
+  const float* dx;  // [G]
 };
 
 template <int R, int BITS, class ST>
@@ -146,18 +150,121 @@ MB_AVX2_TARGET void gemv_rows_avx2(const GemvArgs& a, const ST* s, const ST* b, 
   if constexpr (R > 2) out[2] = hsum8(acc2) + bacc[2];
   if constexpr (R > 3) out[3] = hsum8(acc3) + bacc[3];
 }
+
+// 16 bytes widened to 16 × i16.
+MB_AVX2_TARGET inline __m256i widen16(const uint8_t* p) {
+  return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Σ_i a[i]·b[i] over n values (a bf16 / f16 / f32 widened), in f32.
+template <class T>
+MB_AVX2_TARGET float dot_f32(const T* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(load8_f32(a + i), _mm256_loadu_ps(b + i), acc);
+  float sum = hsum8(acc);
+  for (; i < n; ++i) sum += load_f32(a + i) * b[i];
+  return sum;
+}
+
+// As gemv_rows_avx2 with x rounded to 16-bit integers per group: Σ q·x16 exact in int32 lanes
+// (vpmaddwd: 16 weights widened to i16 per instruction, no float conversion per weight), then
+// (s·dx)·Σ per group in f32, and Σ_g b·Σx as one dot product per row. Half the instructions per weight of
+// the f32 kernel, which is compute-bound at 4 bits on two AVX2 cores. |Σ q·x16| ≤ 255·32767·128 < 2³¹.
+template <int R, int BITS, int GS, class ST>
+MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST* b, float* out) {
+  static_assert(R >= 1 && R <= 4);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  const __m256i low4 = _mm256_set1_epi16(0x0F);
+  const uint8_t* q[4] = {a.q, a.q + a.row_bytes, a.q + 2 * a.row_bytes, a.q + 3 * a.row_bytes};
+  constexpr int64_t kGroupBytes = GS * BITS / 8;
+  constexpr int64_t kChunk = 128;  // groups whose s·dx are formed at once (vectorized, out of the loop)
+  alignas(32) float sdx[4][kChunk];
+  for (int64_t g0 = 0; g0 < a.G; g0 += kChunk) {
+    const int64_t gn = std::min(kChunk, a.G - g0);
+    for (int r = 0; r < R; ++r) {
+      const ST* sr = s + r * a.scale_stride + g0;
+      int64_t i = 0;
+      for (; i + 8 <= gn; i += 8)
+        _mm256_store_ps(sdx[r] + i, _mm256_mul_ps(load8_f32(sr + i), _mm256_loadu_ps(a.dx + g0 + i)));
+      for (; i < gn; ++i) sdx[r][i] = load_f32(sr + i) * a.dx[g0 + i];
+    }
+    for (int64_t gi = 0; gi < gn; ++gi) {
+      const int64_t g = g0 + gi, o = g * kGroupBytes;
+      // As gemv_rows_avx2: the same bytes of the next row of each stream, one hint per cache line.
+      if (kGroupBytes >= 64 || (o & 63) == 0)
+        for (int64_t off = 0; off < kGroupBytes; off += 64)
+          for (int r = 0; r < R; ++r)
+            _mm_prefetch(reinterpret_cast<const char*>(q[r] + a.next_row + o + off), _MM_HINT_T0);
+      __m256i d[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+      if constexpr (BITS == 8) {
+        const int16_t* xg = a.x16 + g * GS;
+#pragma GCC unroll 8
+        for (int j = 0; j < GS; j += 16) {
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + j));
+#pragma GCC unroll 4
+          for (int r = 0; r < R; ++r) d[r] = _mm256_add_epi32(d[r], _mm256_madd_epi16(widen16(q[r] + o + j), xv));
+        }
+      } else {
+        const int16_t* xe = a.x16 + o;
+        const int16_t* xo = a.x16 + a.G * kGroupBytes + o;
+#pragma GCC unroll 4
+        for (int j = 0; j < GS / 2; j += 16) {
+          const __m256i xev = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xe + j));
+          const __m256i xov = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xo + j));
+#pragma GCC unroll 4
+          for (int r = 0; r < R; ++r) {
+            const __m256i w = widen16(q[r] + o + j);  // byte j holds columns 2j (low nibble) and 2j + 1 (high)
+            d[r] = _mm256_add_epi32(d[r], _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(w, low4), xev),
+                                                           _mm256_madd_epi16(_mm256_srli_epi16(w, 4), xov)));
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r)
+        acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sdx[r][gi]), _mm256_cvtepi32_ps(d[r]), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + dot_f32(b + r * a.scale_stride, a.xsum, a.G);
+}
 #endif
+
+// x row rounded for the x16 kernels: per group dx = max|x| / 32767 and x16 = rint(x / dx) in ±32767
+// (4-bit: even columns first, then odd, the nibble order). False when x holds a NaN or infinity:
+// then the f32 kernel runs and the non-finite value reaches the output as it should.
+bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx) {
+  for (int64_t g = 0; g < K / gs; ++g) {
+    const float* xg = x + g * gs;
+    float amax = 0.f;
+    for (int j = 0; j < gs; ++j) amax = std::max(amax, std::fabs(xg[j]));
+    if (!std::isfinite(amax)) return false;
+    dx[g] = amax / 32767.f;
+    const float inv = amax > 0.f ? 32767.f / amax : 0.f;
+    for (int j = 0; j < gs; ++j) {
+      const int64_t k = g * gs + j;
+      const int64_t at = deinterleave ? (k & 1) * (K / 2) + k / 2 : k;
+      x16[at] = int16_t(std::clamp(std::nearbyint(xg[j] * inv), -32767.f, 32767.f));
+    }
+  }
+  return true;
+}
 
 constexpr int kGemvRows = 4;  // weight rows per tile: four independent streams and accumulators
 
 template <int BITS, class ST>
-void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor* bias, float* Y) {
+void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor* bias, float* Y, bool x16_allowed) {
   const int64_t N = w.rows(), K = w.cols(), G = K / w.group_size, row_bytes = w.q.size(1);
   const int gs = w.group_size;
-  // Per x row: group sums, and for 4-bit the even / odd columns apart (the nibble order).
+  // Per x row: group sums, then dx [G] and, for the f32 4-bit kernels, the even / odd columns apart (the
+  // nibble order); x16 [K] apart.
   thread_local std::vector<float> prep;
-  const int64_t per_row = G + (BITS == 4 ? K : 0);
+  thread_local std::vector<int16_t> prep16;
+  const int64_t per_row = 2 * G + (BITS == 4 ? K : 0);
   if (prep.size() < size_t(M * per_row)) prep.resize(size_t(M * per_row));
+  bool x16 = x16_allowed && MB_HAVE_X86_SIMD && cpu_has_avx2();
+  if (x16 && prep16.size() < size_t(M * K)) prep16.resize(size_t(M * K));
+  for (int64_t m = 0; m < M && x16; ++m)  // a non-finite x falls back to the f32 kernels
+    x16 = round_x16(X + m * K, K, gs, BITS == 4, prep16.data() + m * K, prep.data() + m * per_row + G);
   for (int64_t m = 0; m < M; ++m) {
     const float* x = X + m * K;
     float* xsum = prep.data() + m * per_row;
@@ -166,21 +273,26 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
       for (int j = 0; j < gs; ++j) acc += x[g * gs + j];
       xsum[g] = acc;
     }
-    if constexpr (BITS == 4)
-      for (int64_t k = 0; k < K / 2; ++k) xsum[G + k] = x[2 * k], xsum[G + K / 2 + k] = x[2 * k + 1];
+    if (BITS == 4 && !x16)
+      for (int64_t k = 0; k < K / 2; ++k) xsum[2 * G + k] = x[2 * k], xsum[2 * G + K / 2 + k] = x[2 * k + 1];
   }
-  const ST* scales = w.scales.data_as<const ST>();
-  const ST* biases = w.biases.data_as<const ST>();
   using TileFn = void (*)(const GemvArgs&, const ST*, const ST*, float*);
   TileFn tile4 = gemv_rows_portable<kGemvRows, BITS, ST>, tile1 = gemv_rows_portable<1, BITS, ST>;
 #if MB_HAVE_X86_SIMD
+  auto pick = [&]<int GS>() {
+    if (x16) tile4 = gemv_rows_avx2_x16<kGemvRows, BITS, GS, ST>, tile1 = gemv_rows_avx2_x16<1, BITS, GS, ST>;
+    else tile4 = gemv_rows_avx2<kGemvRows, BITS, GS, ST>, tile1 = gemv_rows_avx2<1, BITS, GS, ST>;
+  };
   if (cpu_has_avx2()) {
-    if (gs == 32) tile4 = gemv_rows_avx2<kGemvRows, BITS, 32, ST>, tile1 = gemv_rows_avx2<1, BITS, 32, ST>;
-    if (gs == 64) tile4 = gemv_rows_avx2<kGemvRows, BITS, 64, ST>, tile1 = gemv_rows_avx2<1, BITS, 64, ST>;
-    if (gs == 128) tile4 = gemv_rows_avx2<kGemvRows, BITS, 128, ST>, tile1 = gemv_rows_avx2<1, BITS, 128, ST>;
+    if (gs == 32) pick.template operator()<32>();
+    if (gs == 64) pick.template operator()<64>();
+    if (gs == 128) pick.template operator()<128>();
   }
 #endif
+  const ST* scales = w.scales.data_as<const ST>();
+  const ST* biases = w.biases.data_as<const ST>();
   const float* P = prep.data();  // (a thread_local named inside the lambda would be each worker's own)
+  const int16_t* P16 = prep16.data();
   const uint8_t* q = w.q.data_as<const uint8_t>();
   // Rows are cut into blocks of kGemvRows streams of S consecutive rows, ~kStreamBytes each; a tile takes
   // row j of every stream, so each stream walks contiguous memory the hardware prefetchers follow (four
@@ -193,8 +305,8 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
   auto run_rows = [&](int64_t n0, int64_t stride, bool four, float* res) {
     for (int64_t m = 0; m < M; ++m) {
       const float* xsum = P + m * per_row;
-      const GemvArgs a{X + m * K, xsum + G, xsum + G + K / 2, xsum, q + n0 * row_bytes, stride * row_bytes, G, gs,
-                       stride * G, row_bytes};
+      const GemvArgs a{X + m * K,  xsum + 2 * G, xsum + 2 * G + K / 2, xsum, q + n0 * row_bytes, stride * row_bytes,
+                       G,          gs,           stride * G,           row_bytes, P16 + m * K,   xsum + G};
       (four ? tile4 : tile1)(a, scales + n0 * G, biases + n0 * G, res);
       for (int r = 0; r < (four ? kGemvRows : 1); ++r)
         Y[m * N + n0 + r * stride] = res[r] + bias_at(bias, n0 + r * stride);
@@ -245,7 +357,8 @@ void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const 
   }
 }
 
-void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out) {
+void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
+                           bool int16_activations) {
   const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = w.rows();
   if (M == 0 || N == 0) return;
   const float* X = x.data_as<const float>();
@@ -265,8 +378,8 @@ void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const
   }
   dispatch_float(w.scales.dtype(), [&](auto tag) {
     using ST = decltype(tag);
-    if (w.bits == 8) gemv<8, ST>(X, M, w, bias, Y);
-    else gemv<4, ST>(X, M, w, bias, Y);
+    if (w.bits == 8) gemv<8, ST>(X, M, w, bias, Y, int16_activations);
+    else gemv<4, ST>(X, M, w, bias, Y, int16_activations);
   });
 }
 

@@ -32,8 +32,9 @@ class ToyBackend final : public Backend {
   void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) const override {
     cpu("linear_gathered").linear_gathered(x, w, ids, out);
   }
-  void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out) const override {
-    cpu("linear_quantized").linear_quantized(x, w, bias, out);
+  void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
+                        bool int16_activations) const override {
+    cpu("linear_quantized").linear_quantized(x, w, bias, out, int16_activations);
   }
   void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const override {
     cpu("embedding_quantized").embedding_quantized(table, ids, out, scale);
