@@ -34,6 +34,10 @@ int64_t id_at(const Tensor& ids, int64_t t) {
 }
 
 // ---------------------------------------------------------------------------------------- decode (GEMV)
+// Weight rows per tile: independent streams and accumulators (8 streams measured slower from DRAM: 2·R more
+// scale / bias streams, and spills).
+constexpr int kTileRows = 4;
+
 // One x row against R weight rows: out[r] = Σ_g s[r,g]·(Σ_{k∈g} q·x) + b[r,g]·xsum[g]. For 4-bit the x
 // row comes deinterleaved (xe: even columns, xo: odd), matching the low / high nibbles of each byte.
 struct GemvArgs {
@@ -75,6 +79,17 @@ void gemv_rows_portable(const GemvArgs& a, const ST* s, const ST* b, float* out)
 }
 
 #if MB_HAVE_X86_SIMD
+// Scales and biases are 2·R more streams beside the R rows of packed values, too short for the hardware
+// prefetchers to lock on: fetch those of each stream's row after next (read at the row's start).
+template <class ST>
+MB_AVX2_TARGET inline void prefetch_scales(const ST* s, const ST* b, int64_t G, int64_t scale_stride, int R) {
+  for (int r = 0; r < R; ++r)
+    for (int64_t off = 0; off < G * int64_t(sizeof(ST)); off += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(s + r * scale_stride + 2 * G) + off, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + r * scale_stride + 2 * G) + off, _MM_HINT_T0);
+    }
+}
+
 // 8 values of row `row` at byte offset `off` (8-bit) widened to f32.
 MB_AVX2_TARGET inline __m256 q8x8(const uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
@@ -93,6 +108,7 @@ MB_AVX2_TARGET void gemv_rows_avx2(const GemvArgs& a, const ST* s, const ST* b, 
   const uint8_t* q2 = a.q + 2 * a.row_bytes;
   const uint8_t* q3 = a.q + 3 * a.row_bytes;
   constexpr int64_t kGroupBytes = GS * BITS / 8;
+  prefetch_scales(s, b, a.G, a.scale_stride, R);
   // Prefetch the same bytes of the next row of each stream (what this thread reads next): R streams are
   // too few for the hardware prefetchers alone to hide DRAM latency. Prefetches past the matrix end are
   // harmless hints (they never fault).
@@ -173,13 +189,15 @@ MB_AVX2_TARGET float dot_f32(const T* a, const float* b, int64_t n) {
 // the f32 kernel, which is compute-bound at 4 bits on two AVX2 cores. |Σ q·x16| ≤ 255·32767·128 < 2³¹.
 template <int R, int BITS, int GS, class ST>
 MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST* b, float* out) {
-  static_assert(R >= 1 && R <= 4);
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  static_assert(R >= 1 && R <= kTileRows);
+  __m256 acc[R];
+  const uint8_t* q[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), q[r] = a.q + r * a.row_bytes;
   const __m256i low4 = _mm256_set1_epi16(0x0F);
-  const uint8_t* q[4] = {a.q, a.q + a.row_bytes, a.q + 2 * a.row_bytes, a.q + 3 * a.row_bytes};
   constexpr int64_t kGroupBytes = GS * BITS / 8;
   constexpr int64_t kChunk = 128;  // groups whose s·dx are formed at once (vectorized, out of the loop)
-  alignas(32) float sdx[4][kChunk];
+  alignas(32) float sdx[R][kChunk];
+  prefetch_scales(s, b, a.G, a.scale_stride, R);
   for (int64_t g0 = 0; g0 < a.G; g0 += kChunk) {
     const int64_t gn = std::min(kChunk, a.G - g0);
     for (int r = 0; r < R; ++r) {
@@ -196,13 +214,14 @@ MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST*
         for (int64_t off = 0; off < kGroupBytes; off += 64)
           for (int r = 0; r < R; ++r)
             _mm_prefetch(reinterpret_cast<const char*>(q[r] + a.next_row + o + off), _MM_HINT_T0);
-      __m256i d[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+      __m256i d[R];
+      for (int r = 0; r < R; ++r) d[r] = _mm256_setzero_si256();
       if constexpr (BITS == 8) {
         const int16_t* xg = a.x16 + g * GS;
 #pragma GCC unroll 8
         for (int j = 0; j < GS; j += 16) {
           const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + j));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
           for (int r = 0; r < R; ++r) d[r] = _mm256_add_epi32(d[r], _mm256_madd_epi16(widen16(q[r] + o + j), xv));
         }
       } else {
@@ -212,7 +231,7 @@ MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST*
         for (int j = 0; j < GS / 2; j += 16) {
           const __m256i xev = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xe + j));
           const __m256i xov = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xo + j));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
             const __m256i w = widen16(q[r] + o + j);  // byte j holds columns 2j (low nibble) and 2j + 1 (high)
             d[r] = _mm256_add_epi32(d[r], _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(w, low4), xev),
@@ -220,7 +239,7 @@ MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST*
           }
         }
       }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
         acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sdx[r][gi]), _mm256_cvtepi32_ps(d[r]), acc[r]);
     }
@@ -249,7 +268,6 @@ bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x1
   return true;
 }
 
-constexpr int kGemvRows = 4;  // weight rows per tile: four independent streams and accumulators
 
 template <int BITS, class ST>
 void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor* bias, float* Y, bool x16_allowed) {
@@ -277,11 +295,11 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
       for (int64_t k = 0; k < K / 2; ++k) xsum[2 * G + k] = x[2 * k], xsum[2 * G + K / 2 + k] = x[2 * k + 1];
   }
   using TileFn = void (*)(const GemvArgs&, const ST*, const ST*, float*);
-  TileFn tile4 = gemv_rows_portable<kGemvRows, BITS, ST>, tile1 = gemv_rows_portable<1, BITS, ST>;
+  TileFn tile = gemv_rows_portable<kTileRows, BITS, ST>, tile1 = gemv_rows_portable<1, BITS, ST>;
 #if MB_HAVE_X86_SIMD
   auto pick = [&]<int GS>() {
-    if (x16) tile4 = gemv_rows_avx2_x16<kGemvRows, BITS, GS, ST>, tile1 = gemv_rows_avx2_x16<1, BITS, GS, ST>;
-    else tile4 = gemv_rows_avx2<kGemvRows, BITS, GS, ST>, tile1 = gemv_rows_avx2<1, BITS, GS, ST>;
+    if (x16) tile = gemv_rows_avx2_x16<kTileRows, BITS, GS, ST>, tile1 = gemv_rows_avx2_x16<1, BITS, GS, ST>;
+    else tile = gemv_rows_avx2<kTileRows, BITS, GS, ST>, tile1 = gemv_rows_avx2<1, BITS, GS, ST>;
   };
   if (cpu_has_avx2()) {
     if (gs == 32) pick.template operator()<32>();
@@ -294,21 +312,21 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
   const float* P = prep.data();  // (a thread_local named inside the lambda would be each worker's own)
   const int16_t* P16 = prep16.data();
   const uint8_t* q = w.q.data_as<const uint8_t>();
-  // Rows are cut into blocks of kGemvRows streams of S consecutive rows, ~kStreamBytes each; a tile takes
-  // row j of every stream, so each stream walks contiguous memory the hardware prefetchers follow (four
-  // short rows side by side restart them every row).
+  // Rows are cut into blocks of kTileRows streams of S consecutive rows, ~kStreamBytes each; a tile takes
+  // row j of every stream, so each stream walks contiguous memory the hardware prefetchers follow (short
+  // rows side by side restart them every row).
   constexpr int64_t kStreamBytes = 24 << 10;
   const int64_t S = std::max<int64_t>(1, (kStreamBytes + row_bytes - 1) / row_bytes);
-  const int64_t block_rows = kGemvRows * S, nblocks = (N + block_rows - 1) / block_rows;
+  const int64_t block_rows = kTileRows * S, nblocks = (N + block_rows - 1) / block_rows;
   const int64_t threads = std::min<int64_t>(ThreadPool::global().num_threads(), nblocks);
-  // x row m against `R` rows n0, n0 + stride, ... (R = kGemvRows or 1).
-  auto run_rows = [&](int64_t n0, int64_t stride, bool four, float* res) {
+  // x row m against rows n0, n0 + stride, ... (a whole tile, or one row).
+  auto run_rows = [&](int64_t n0, int64_t stride, bool whole, float* res) {
     for (int64_t m = 0; m < M; ++m) {
       const float* xsum = P + m * per_row;
       const GemvArgs a{X + m * K,  xsum + 2 * G, xsum + 2 * G + K / 2, xsum, q + n0 * row_bytes, stride * row_bytes,
                        G,          gs,           stride * G,           row_bytes, P16 + m * K,   xsum + G};
-      (four ? tile4 : tile1)(a, scales + n0 * G, biases + n0 * G, res);
-      for (int r = 0; r < (four ? kGemvRows : 1); ++r)
+      (whole ? tile : tile1)(a, scales + n0 * G, biases + n0 * G, res);
+      for (int r = 0; r < (whole ? kTileRows : 1); ++r)
         Y[m * N + n0 + r * stride] = res[r] + bias_at(bias, n0 + r * stride);
     }
   };
@@ -316,11 +334,11 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
   // a thread that starts late (a busy machine) just takes fewer blocks.
   std::atomic<int64_t> next_block{0};
   parallel_for(threads, 1, [&](int64_t, int64_t) {
-    float res[kGemvRows];
+    float res[kTileRows];
     for (int64_t b; (b = next_block.fetch_add(1, std::memory_order_relaxed)) < nblocks;) {
-      const int64_t n0 = b * block_rows, nb = std::min(block_rows, N - n0), s = nb / kGemvRows;
+      const int64_t n0 = b * block_rows, nb = std::min(block_rows, N - n0), s = nb / kTileRows;
       for (int64_t j = 0; j < s; ++j) run_rows(n0 + j, s, true, res);
-      for (int64_t r = s * kGemvRows; r < nb; ++r) run_rows(n0 + r, 1, false, res);
+      for (int64_t r = s * kTileRows; r < nb; ++r) run_rows(n0 + r, 1, false, res);
     }
   });
 }
