@@ -172,6 +172,33 @@ void bind(py::module_& m) {
         return s.step(id, sampler);
       }, py::arg("token_id"), py::arg("sampler"), "Feeds token_id and samples the next one, all in C++.");
 
+  m.def("decode_batch", [](const std::vector<Session*>& sessions, const Ids& ids) {
+        const int32_t* p = ids_of(ids, "ids");
+        if (size_t(ids.size()) != sessions.size())
+          throw InputError(cat("decode_batch: ", sessions.size(), " sessions but ", ids.size(), " token ids"));
+        {
+          py::gil_scoped_release nogil;
+          Session::decode_batch(sessions, p);
+        }
+        py::list out;
+        for (Session* s : sessions) out.append(owned_copy(s->last_logits()));
+        return out;
+      }, py::arg("sessions"), py::arg("ids"),
+      "One decode step of several sessions at once (weights read once for all): ids[b] is session b's next "
+      "token; returns each session's logits [1, V].");
+  m.def("step_batch", [](const std::vector<Session*>& sessions, const Ids& ids, const std::vector<Sampler*>& samplers) {
+        const int32_t* p = ids_of(ids, "ids");
+        if (size_t(ids.size()) != sessions.size())
+          throw InputError(cat("step_batch: ", sessions.size(), " sessions but ", ids.size(), " token ids"));
+        std::vector<int32_t> next(sessions.size());
+        {
+          py::gil_scoped_release nogil;
+          Session::step_batch(sessions, p, samplers, next.data());
+        }
+        return next;
+      }, py::arg("sessions"), py::arg("ids"), py::arg("samplers"),
+      "decode_batch then each session's sampler: the next token of every session, all in C++.");
+
   m.def("_heap_allocations_over_steps", [](Session& s, int32_t token, Sampler& sampler, int64_t steps) {
         // Diagnostics for the tests: heap allocations made by markbase's code over `steps` generation steps
         // run back to back in C++ (no Python or binding work in between).

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/errors.h"
 
@@ -68,17 +69,70 @@ void Session::run_forward(F&& forward) {
       forward();
     }
   } catch (...) {
-    bool can = true;
-    for (const auto& c : state_->caches) can = can && c.can_truncate(before);
-    if (can) {
-      for (auto& c : state_->caches) c.truncate(before);
-      state_->position = before;
-    } else {
-      reset();
-    }
-    have_logits_ = false;
+    roll_back(before);
     throw;
   }
+}
+
+void Session::roll_back(int64_t position) {
+  bool can = true;
+  for (const auto& c : state_->caches) can = can && c.can_truncate(position);
+  if (can) {
+    for (auto& c : state_->caches) c.truncate(position);
+    state_->position = position;
+  } else {
+    reset();
+  }
+  have_logits_ = false;
+}
+
+void Session::decode_batch(std::span<Session* const> sessions, const int32_t* ids) {
+  const size_t B = sessions.size();
+  if (B == 0) throw InputError("decode_batch: no sessions");
+  const Session& first = *sessions[0];
+  std::vector<gemma4::DecoderState*> states;
+  std::vector<int64_t> before;
+  for (size_t b = 0; b < B; ++b) {
+    Session& s = *sessions[b];
+    if (s.model_ != first.model_) throw InputError(cat("decode_batch: session ", b, " belongs to another model"));
+    s.check_room(1);
+    states.push_back(s.state_.get());
+    before.push_back(s.state_->position);
+  }
+  const int64_t V = first.model_->config().text_config.vocab_size;
+  Tensor logits = Tensor::empty(DType::F32, {int64_t(B), V});
+  for (Session* s : sessions) s->have_logits_ = false;
+  try {
+    auto forward = [&] { first.model_->text().forward_batch(states, ids, logits); };
+    if (first.model_->check_finite()) {
+      NonFiniteTracer tracer(*first.model_->exec().backend, [&](const Tensor& t) { return first.model_->weight_name(t); });
+      forward();
+      tracer.finish();
+      if (tracer.report().found) throw NumericsError(tracer.report().describe());
+    } else {
+      forward();
+    }
+  } catch (...) {
+    // Sessions the step never reached are where they were; the others go back (a repeated session was
+    // refused before anything ran).
+    for (size_t b = 0; b < B; ++b)
+      if (sessions[b]->state_->position != before[b]) sessions[b]->roll_back(before[b]);
+    throw;
+  }
+  for (size_t b = 0; b < B; ++b) {
+    Session& s = *sessions[b];
+    std::memcpy(s.last_logits_.data(), logits.data_as<const float>() + int64_t(b) * V, s.last_logits_.nbytes());
+    s.check_finite(s.last_logits_);
+    s.have_logits_ = true;
+  }
+}
+
+void Session::step_batch(std::span<Session* const> sessions, const int32_t* ids, std::span<Sampler* const> samplers,
+                         int32_t* out) {
+  if (samplers.size() != sessions.size())
+    throw InputError(cat("step_batch: ", sessions.size(), " sessions but ", samplers.size(), " samplers"));
+  decode_batch(sessions, ids);
+  for (size_t b = 0; b < sessions.size(); ++b) out[b] = sessions[b]->sample(*samplers[b]);
 }
 
 Tensor Session::prefill(const int32_t* ids, int64_t T, bool all_logits) {

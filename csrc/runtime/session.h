@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "core/tensor.h"
 #include "models/gemma4/model.h"
@@ -37,10 +38,21 @@ class Session {
   Tensor prefill_embeds(const Tensor& x, const int32_t* ids, const int32_t* block_ids, int64_t T, bool all_logits);
   // One token: the session's [1, V] buffer.
   Tensor decode(int32_t id);
+  // The last forward's logits [1, V] (the session's buffer; valid after a prefill / decode).
+  const Tensor& last_logits() const { return last_logits_; }
   // The next token drawn from the last position's logits (after a prefill / decode).
   int32_t sample(Sampler& sampler);
   // decode(id) then sample: one generation step, nothing leaves C++ but the new id.
   int32_t step(int32_t id, Sampler& sampler);
+
+  // One decode step of several sessions of one model at once (TextDecoder::forward_batch: the weights read
+  // once for all of them): ids[b] is session b's next token. Each session's logits buffer gets its row,
+  // so sample() and step_batch read it. InputError for an empty list, a repeated session, sessions of
+  // different models or one without room; a failing step rolls every session back.
+  static void decode_batch(std::span<Session* const> sessions, const int32_t* ids);
+  // decode_batch then each session's sampler: out[b] = session b's next token.
+  static void step_batch(std::span<Session* const> sessions, const int32_t* ids, std::span<Sampler* const> samplers,
+                         int32_t* out);
 
  private:
   void check_room(int64_t T) const;
@@ -48,6 +60,8 @@ class Session {
   // Runs `forward` (traced with MARKBASE_CHECK_FINITE), rolling back on any exception.
   template <class F>
   void run_forward(F&& forward);
+  // Back to `position` after a failed forward (or empty, when a sliding ring cannot go back).
+  void roll_back(int64_t position);
 
   std::shared_ptr<const gemma4::Gemma4Model> model_;
   int64_t max_context_;

@@ -272,16 +272,12 @@ class Model:
         reason, timings). stream=False: the GenerationResult. Sampling defaults come from
         generation_config.json; temperature=0 is greedy.
         """
-        from .generate import resolve_options, run_generation
+        from .generate import run_generation
 
-        template_kwargs = {k: v for k, v in (("enable_thinking", enable_thinking), ("tools", tools)) if v is not None}
-        prompt = self._prompt(prompt_or_messages, system=system, **template_kwargs)
-        opts = resolve_options(self.generation_defaults, max_new_tokens=max_new_tokens, temperature=temperature,
-                               top_k=top_k, top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
-                               presence_penalty=presence_penalty, frequency_penalty=frequency_penalty, seed=seed,
-                               stop=stop)
-        if len(prompt.ids) >= self.max_context:
-            raise InputError(f"context limit: the prompt has {len(prompt.ids)} tokens, max_context is {self.max_context}")
+        prompt, opts = self._prepare(prompt_or_messages, system, enable_thinking, tools, dict(
+            max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+            repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty, seed=seed, stop=stop))
         gen = run_generation(self, self.session(), prompt, opts)
         if stream:
             return gen
@@ -289,6 +285,50 @@ class Model:
         for item in gen:
             result = item
         return result
+
+    def generate_batch(self, prompts, *, max_new_tokens: int | None = None, temperature: float | None = None,
+                       top_k: int | None = None, top_p: float | None = None, min_p: float | None = None,
+                       repetition_penalty: float | None = None, presence_penalty: float | None = None,
+                       frequency_penalty: float | None = None, seed: int | None = None, stop=None,
+                       system: str | None = None, enable_thinking: bool | None = None,
+                       tools: list | None = None) -> list:
+        """Generates for several prompts (raw strings or chat message lists) together, for offline batch jobs:
+        each prompt is prefilled into its own session, then every unfinished sequence advances by one
+        batched decode step per token (each weight read once for all of them). Returns one GenerationResult
+        per prompt, in order. The options apply to every prompt; seed s gives prompt i the seed s + i.
+        Greedy output equals generate()'s for each prompt alone (up to the summation order of the batched
+        matrix products: more than 4 sequences take the GEMM kernels)."""
+        from .generate import run_batch
+
+        if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)) or not prompts:
+            raise InputError("generate_batch: prompts must be a non-empty list of prompts (strings or message lists)")
+        runs = [self.start_sequence(p, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                                    min_p=min_p, repetition_penalty=repetition_penalty,
+                                    presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+                                    seed=None if seed is None else int(seed) + i, stop=stop, system=system,
+                                    enable_thinking=enable_thinking, tools=tools)
+                for i, p in enumerate(prompts)]
+        return run_batch(self, runs)
+
+    def start_sequence(self, prompt_or_messages, *, system: str | None = None, enable_thinking: bool | None = None,
+                       tools: list | None = None, **sampling):
+        """A prefilled SequenceRun in a new session (generate.py): what generate, generate_batch and the
+        server's batching worker advance token by token. sampling: generate()'s sampling keywords."""
+        from .generate import SequenceRun
+
+        prompt, opts = self._prepare(prompt_or_messages, system, enable_thinking, tools, sampling)
+        return SequenceRun(self, self.session(), prompt, opts)
+
+    def _prepare(self, prompt_or_messages, system, enable_thinking, tools, sampling: dict):
+        """(Prompt, SamplingOptions) for one generation; InputError when the prompt leaves no room."""
+        from .generate import resolve_options
+
+        template_kwargs = {k: v for k, v in (("enable_thinking", enable_thinking), ("tools", tools)) if v is not None}
+        prompt = self._prompt(prompt_or_messages, system=system, **template_kwargs)
+        opts = resolve_options(self.generation_defaults, **sampling)
+        if len(prompt.ids) >= self.max_context:
+            raise InputError(f"context limit: the prompt has {len(prompt.ids)} tokens, max_context is {self.max_context}")
+        return prompt, opts
 
     def chat(self, messages, **options) -> str:
         """The model's answer to a conversation in the transformers chat format (thought channel removed)."""

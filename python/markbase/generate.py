@@ -174,82 +174,138 @@ class Prompt:
         return out
 
 
+class SequenceRun:
+    """One sequence being generated: prefills its prompt into `session` (which already holds
+    ids[:reuse_prefix]), then takes the sampled tokens one at a time (`advance`), tracking stops, the
+    streamed text and the timings. run_generation drives one; Model.generate_batch drives several with
+    one batched decode step for all of them."""
+
+    def __init__(self, model, session, prompt: "Prompt | list[int]", opts: SamplingOptions, reuse_prefix: int = 0):
+        if not isinstance(prompt, Prompt):
+            prompt = Prompt(list(prompt))
+        self.prompt, self.opts, self.session = prompt, opts, session
+        prompt_ids = prompt.ids
+        self.sampler = _core.Sampler(temperature=float(opts.temperature), top_k=int(opts.top_k), top_p=float(opts.top_p),
+                                     min_p=float(opts.min_p), repetition_penalty=float(opts.repetition_penalty),
+                                     presence_penalty=float(opts.presence_penalty),
+                                     frequency_penalty=float(opts.frequency_penalty), seed=int(opts.seed))
+        self.sampler.observe_prompt(np.asarray(prompt_ids, np.int32))
+        self.eos = set(opts.eos_ids)
+        self.t0 = time.perf_counter()
+        new = prompt_ids[reuse_prefix:]
+        self.prefill_tokens = len(new)
+        if session.position + len(new) >= session.max_context:
+            raise InputError(f"context limit: the prompt needs {session.position + len(new)} of {session.max_context} "
+                             f"positions and leaves no room to generate")
+        encode0 = [it.encode_s for it in prompt.media]
+        if prompt.media:
+            session._prefill_media(np.asarray(prompt_ids, np.int32), prompt.media, reuse_prefix, False)
+        else:
+            session.prefill(np.asarray(new, np.int32))
+        self.item_encode_s = [it.encode_s - e0 for it, e0 in zip(prompt.media, encode0)]
+        self.encode_s = sum(self.item_encode_s)
+        self.prefill_s = time.perf_counter() - self.t0 - self.encode_s
+        self.stream = model.tokenizer.stream()
+        self.stops = _StopScanner(opts.stop)
+        self.generated: list[int] = []
+        self.raw: list[str] = []
+        self.finish, self.stop_hit = "length", None
+        self.ttft = 0.0
+        self.done = False
+        self.t_decode = time.perf_counter()
+        self.decode_s = 0.0
+
+    def first_token(self) -> int:
+        """The first token, sampled from the prompt's last logits."""
+        return self.session.sample(self.sampler)
+
+    def advance(self, token: int) -> str:
+        """Takes the sampled `token`: returns the text it releases; `done` turns true when generation ends
+        (this token was eos, completed a stop string, or reached the length or context limit). While not
+        done, `token` is what the next decode step feeds."""
+        if not self.generated and not self.ttft:
+            self.ttft = time.perf_counter() - self.t0
+        if token in self.eos:
+            self.finish, self.stop_hit = "eos", token
+            return self._end()
+        self.generated.append(token)
+        piece = self.stream.push(token)
+        self.raw.append(piece)
+        text, hit = self.stops.feed(piece)
+        if hit is not None:
+            self.finish, self.stop_hit = "stop", hit
+            return text + self._end()
+        if len(self.generated) >= self.opts.max_new_tokens:
+            return text + self._end()
+        if self.session.position + 1 > self.session.max_context:
+            self.finish = "context"
+            return text + self._end()
+        return text
+
+    def _end(self) -> str:
+        self.done = True
+        self.decode_s = time.perf_counter() - self.t_decode
+        if self.finish == "stop":
+            return ""
+        tail = self.stream.flush()
+        self.raw.append(tail)
+        text, hit = self.stops.feed(tail)
+        text += self.stops.flush() if hit is None else ""
+        if hit is not None:
+            self.finish, self.stop_hit = "stop", hit
+        return text
+
+    def result(self) -> GenerationResult:
+        raw_text = "".join(self.raw)
+        if self.finish == "stop":
+            raw_text = raw_text[: raw_text.find(self.stop_hit)] if self.stop_hit in raw_text else raw_text
+        thinking, answer = split_thinking(raw_text)
+        media = self.prompt.media
+        return GenerationResult(text=answer, thinking=thinking, raw_text=raw_text, token_ids=self.generated,
+                                prompt_tokens=len(self.prompt.ids), finish_reason=self.finish, stop=self.stop_hit,
+                                prefill_s=self.prefill_s, decode_s=self.decode_s, time_to_first_token_s=self.ttft,
+                                prefill_tokens=self.prefill_tokens, media=[it.kind for it in media],
+                                soft_tokens=[it.tokens for it in media],
+                                preprocess_s=sum(it.preprocess_s for it in media), encode_s=self.encode_s,
+                                media_preprocess_s=[it.preprocess_s for it in media],
+                                media_encode_s=self.item_encode_s)
+
+
 def run_generation(model, session, prompt: "Prompt | list[int]", opts: SamplingOptions, reuse_prefix: int = 0
                    ) -> Iterator[str | GenerationResult]:
     """Prefills the prompt's ids[reuse_prefix:] into `session` (which already holds the prefix), with the
     soft tokens of its media items placed there, then samples."""
-    if not isinstance(prompt, Prompt):
-        prompt = Prompt(list(prompt))
-    prompt_ids = prompt.ids
-    tok = model.tokenizer
-    sampler = _core.Sampler(temperature=float(opts.temperature), top_k=int(opts.top_k), top_p=float(opts.top_p),
-                            min_p=float(opts.min_p), repetition_penalty=float(opts.repetition_penalty),
-                            presence_penalty=float(opts.presence_penalty),
-                            frequency_penalty=float(opts.frequency_penalty), seed=int(opts.seed))
-    sampler.observe_prompt(np.asarray(prompt_ids, np.int32))
-    eos = set(opts.eos_ids)
-    t0 = time.perf_counter()
-    new = prompt_ids[reuse_prefix:]
-    if session.position + len(new) >= session.max_context:
-        raise InputError(f"context limit: the prompt needs {session.position + len(new)} of {session.max_context} "
-                         f"positions and leaves no room to generate")
-    encode0 = [it.encode_s for it in prompt.media]
-    if prompt.media:
-        session._prefill_media(np.asarray(prompt_ids, np.int32), prompt.media, reuse_prefix, False)
-    else:
-        session.prefill(np.asarray(new, np.int32))
-    item_encode_s = [it.encode_s - e0 for it, e0 in zip(prompt.media, encode0)]
-    encode_s = sum(item_encode_s)
-    prefill_s = time.perf_counter() - t0 - encode_s
-    stream = tok.stream()
-    stops = _StopScanner(opts.stop)
-    generated: list[int] = []
-    raw: list[str] = []
-    finish, stop_hit = "length", None
-    ttft = 0.0
-    t_decode = time.perf_counter()
-    token = session.sample(sampler)  # from the prompt's last logits; each step below samples in C++
+    run = SequenceRun(model, session, prompt, opts, reuse_prefix)
+    token = run.first_token()  # from the prompt's last logits; each step below samples in C++
     while True:
-        if not generated:
-            ttft = time.perf_counter() - t0
-        if token in eos:
-            finish, stop_hit = "eos", token
-            break
-        generated.append(token)
-        piece = stream.push(token)
-        raw.append(piece)
-        text, hit = stops.feed(piece)
+        text = run.advance(token)
         if text:
             yield text
-        if hit is not None:
-            finish, stop_hit = "stop", hit
+        if run.done:
             break
-        if len(generated) >= opts.max_new_tokens:
-            break
-        if session.position + 1 > session.max_context:
-            finish = "context"
-            break
-        token = session.step(token, sampler)
-    decode_s = time.perf_counter() - t_decode
-    if finish != "stop":
-        tail = stream.flush()
-        raw.append(tail)
-        text, hit = stops.feed(tail)
-        text += stops.flush() if hit is None else ""
-        if hit is not None:
-            finish, stop_hit = "stop", hit
-        if text:
-            yield text
-    raw_text = "".join(raw)
-    if finish == "stop":
-        raw_text = raw_text[: raw_text.find(stop_hit)] if stop_hit in raw_text else raw_text
-    thinking, answer = split_thinking(raw_text)
-    yield GenerationResult(text=answer, thinking=thinking, raw_text=raw_text, token_ids=generated,
-                           prompt_tokens=len(prompt_ids), finish_reason=finish, stop=stop_hit, prefill_s=prefill_s,
-                           decode_s=decode_s, time_to_first_token_s=ttft, prefill_tokens=len(new),
-                           media=[it.kind for it in prompt.media], soft_tokens=[it.tokens for it in prompt.media],
-                           preprocess_s=sum(it.preprocess_s for it in prompt.media), encode_s=encode_s,
-                           media_preprocess_s=[it.preprocess_s for it in prompt.media], media_encode_s=item_encode_s)
+        token = session.step(token, run.sampler)
+    yield run.result()
+
+
+def run_batch(model, runs: list[SequenceRun]) -> list[GenerationResult]:
+    """Generates every run to its end, all active sequences advancing together: one batched decode step
+    (the weights read once) per token position, each sequence sampled by its own sampler."""
+    tokens = [run.first_token() for run in runs]
+    active = []
+    for run, token in zip(runs, tokens):
+        run.advance(token)
+        if not run.done:
+            active.append((run, token))
+    while active:
+        nxt = _core.gemma4.step_batch([r.session._s for r, _ in active], np.array([t for _, t in active], np.int32),
+                                      [r.sampler for r, _ in active])
+        still = []
+        for (run, _), token in zip(active, nxt):
+            run.advance(int(token))
+            if not run.done:
+                still.append((run, int(token)))
+        active = still
+    return [run.result() for run in runs]
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

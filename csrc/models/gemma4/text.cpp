@@ -137,7 +137,8 @@ size_t TextDecoder::measure_arena(int64_t T) const {
     m.arena = &activations;
     Tensor logits = outputs.tensor(DType::F32, {T, cfg_.vocab_size});
     std::vector<int32_t> ids(size_t(T), 0), blocks(size_t(T), 0);  // blocks: the path with block ids
-    forward_chunk(m, nullptr, ids.data(), blocks.data(), T, true, logits);
+    const RowSegment seg{&m, 0, T};
+    forward_chunk(m, {&seg, 1}, nullptr, ids.data(), blocks.data(), T, true, logits);
   });
 }
 
@@ -209,14 +210,37 @@ void TextDecoder::forward_embeds(DecoderState& st, const Tensor& x, const int32_
     Tensor rows = all_logits ? logits.slice(0, s, e) : logits;
     Tensor xs = x.defined() ? x.slice(0, s, e) : Tensor();
     Tensor none;  // an inner chunk of a last-token-only prefill computes no logits
-    forward_chunk(st, x.defined() ? &xs : nullptr, ids + s, blocks.empty() ? nullptr : blocks.data() + s, n,
-                  all_logits, all_logits || last ? rows : none);
+    const RowSegment seg{&st, 0, n};
+    forward_chunk(st, {&seg, 1}, x.defined() ? &xs : nullptr, ids + s, blocks.empty() ? nullptr : blocks.data() + s,
+                  n, all_logits, all_logits || last ? rows : none);
     s = e;
   }
 }
 
-void TextDecoder::forward_chunk(DecoderState& st, const Tensor* x_rows, const int32_t* ids_ptr, const int32_t* blocks_ptr,
-                                int64_t T, bool all_logits, Tensor& logits_rows) const {
+void TextDecoder::forward_batch(std::span<DecoderState* const> states, const int32_t* ids, Tensor& logits) const {
+  const int64_t B = int64_t(states.size()), V = cfg_.vocab_size;
+  if (B < 1) throw InputError("forward_batch: no sequences");
+  if (logits.shape() != Shape{B, V} || logits.dtype() != DType::F32)
+    throw InputError(cat("forward_batch: logits buffer must be f32 [", B, ", ", V, "], got ", logits.describe()));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < b; ++c)
+      if (states[size_t(b)] == states[size_t(c)])
+        throw InputError(cat("forward_batch: sequences ", c, " and ", b, " are the same session"));
+  // Groups of at most max_chunk rows, each through the arena of its first sequence.
+  for (int64_t s = 0; s < B; s += settings_.max_chunk) {
+    const int64_t n = std::min(settings_.max_chunk, B - s);
+    std::vector<RowSegment> segs;
+    for (int64_t b = 0; b < n; ++b) segs.push_back({states[size_t(s + b)], b, 1});
+    DecoderState& work = *states[size_t(s)];
+    reserve_chunk(work, n);
+    Tensor rows = logits.slice(0, s, s + n);
+    forward_chunk(work, segs, nullptr, ids + s, nullptr, n, true, rows);
+  }
+}
+
+void TextDecoder::forward_chunk(DecoderState& st, std::span<const RowSegment> segs, const Tensor* x_rows,
+                                const int32_t* ids_ptr, const int32_t* blocks_ptr, int64_t T, bool all_logits,
+                                Tensor& logits_rows) const {
   // One command buffer for the chunk (plus one per MoE layer, see moe_block): ops only encode.
   // The host writes ids, positions and blocks below before any op of this chunk is encoded.
   ops::CommandScope scope(st.ex);
@@ -226,7 +250,8 @@ void TextDecoder::forward_chunk(DecoderState& st, const Tensor* x_rows, const in
   Tensor ids = A.tensor(DType::I32, {T});
   llm_ids(ids_ptr, T, ids.data_as<int32_t>());
   Tensor positions = A.tensor(DType::I32, {T});
-  for (int64_t t = 0; t < T; ++t) positions.data_as<int32_t>()[t] = int32_t(st.position + t);
+  for (const RowSegment& seg : segs)
+    for (int64_t i = 0; i < seg.n; ++i) positions.data_as<int32_t>()[seg.row + i] = int32_t(seg.state->position + i);
   Tensor blocks;
   if (blocks_ptr) {
     blocks = A.tensor(DType::I32, {T});
@@ -259,8 +284,11 @@ void TextDecoder::forward_chunk(DecoderState& st, const Tensor* x_rows, const in
   // KV-shared prefill shortcut (spec §2.6): the trailing layers that reuse earlier layers' K/V add nothing
   // to any cache, so their rows matter only where logits are read. Without all_logits they run for the
   // last row alone (or not at all in an inner chunk that computes no logits).
+  // (A batched step asks for every row's logits: each row is some sequence's last.)
   const int64_t shortcut_from = all_logits ? L : kv_shared_tail_;
   int64_t rows = T;  // rows the layers still carry
+  std::span<const RowSegment> cur = segs;  // (no heap: a decode step allocates nothing)
+  RowSegment last_row{};
   for (int64_t l = 0; l < L; ++l) {
     if (l == shortcut_from && rows > 1) {
       if (!logits_rows.defined()) break;
@@ -269,11 +297,13 @@ void TextDecoder::forward_chunk(DecoderState& st, const Tensor* x_rows, const in
       if (blocks.defined()) blocks = blocks.slice(0, rows - 1, rows);
       if (P > 0) ple = ple.slice(0, rows - 1, rows);
       rows = 1;
+      last_row = {cur.back().state, 0, 1};  // one segment here (all_logits is off)
+      cur = {&last_row, 1};
     }
     A.reset(layer_mark);
     const int64_t T = rows;
     const TextLayerWeights& lw = w_.layers[size_t(l)];
-    attention_block(st, l, x, positions, blocks.defined() ? &blocks : nullptr, T);
+    attention_block(st, cur, l, x, positions, blocks.defined() ? &blocks : nullptr, T);
     feed_forward_block(st, l, x, T);
     if (P > 0) {
       // x += RMSNorm(proj(gelu(gate(x)) · ple[:, l]))
@@ -291,7 +321,7 @@ void TextDecoder::forward_chunk(DecoderState& st, const Tensor* x_rows, const in
     ops::unary(x, x, {ops::UnaryKind::Scale, lw.layer_scalar}, st.ex);
     name_intermediate(x, "l_out", l);
   }
-  st.position += T;
+  for (const RowSegment& seg : segs) seg.state->position += seg.n;
 
   if (logits_rows.defined()) {
     A.reset(layer_mark);
@@ -308,8 +338,8 @@ void TextDecoder::forward_chunk(DecoderState& st, const Tensor* x_rows, const in
   scope.finish();
 }
 
-void TextDecoder::attention_block(DecoderState& st, int64_t l, Tensor& x, const Tensor& positions, const Tensor* blocks,
-                                  int64_t T) const {
+void TextDecoder::attention_block(DecoderState& st, std::span<const RowSegment> segs, int64_t l, Tensor& x,
+                                  const Tensor& positions, const Tensor* blocks, int64_t T) const {
   Arena& A = *st.arena;
   const LayerSpec& lc = cfg_.layers[size_t(l)];
   const TextLayerWeights& lw = w_.layers[size_t(l)];
@@ -346,20 +376,28 @@ void TextDecoder::attention_block(DecoderState& st, int64_t l, Tensor& x, const 
     ops::rope(k, positions, inv_freq, k, st.ex);
     name_intermediate(k, "k", l);
     name_intermediate(v, "v", l);
-    st.caches[size_t(l)].append(k, v, st.position, blocks ? blocks->data_as<const int32_t>() : nullptr, st.ex);
+    for (const RowSegment& seg : segs)  // each sequence's rows into its own cache
+      seg.state->caches[size_t(l)].append(k.slice(0, seg.row, seg.row + seg.n), v.slice(0, seg.row, seg.row + seg.n),
+                                          seg.state->position,
+                                          blocks ? blocks->data_as<const int32_t>() + seg.row : nullptr, st.ex);
   }
-  // Reuse layers read the store layer's post-update cache (same positions, same mask).
-  const runtime::LayerKvCache& cache = st.caches[size_t(lc.kv_source)];
   ops::AttentionParams ap;
   ap.scale = 1.0f;
   ap.causal = true;
   ap.window = lc.is_sliding() ? cfg_.sliding_window : 0;
   const bool use_blocks = blocks && layer_uses_blocks(lc);
   ap.block_overrides_window = cfg_.model_type == "gemma4_unified_text";
-  const Tensor k_blocks = use_blocks ? cache.blocks() : Tensor();
   Tensor attn = A.tensor(DType::F32, {T, nh, d});
-  ops::attention(q, cache.keys(), cache.values(), positions, cache.positions(), use_blocks ? blocks : nullptr,
-                 use_blocks ? &k_blocks : nullptr, attn, ap, st.ex);
+  for (const RowSegment& seg : segs) {
+    // Reuse layers read the store layer's post-update cache (same positions, same mask).
+    const runtime::LayerKvCache& cache = seg.state->caches[size_t(lc.kv_source)];
+    const Tensor k_blocks = use_blocks ? cache.blocks() : Tensor();
+    const int64_t r0 = seg.row, r1 = seg.row + seg.n;
+    const Tensor q_blocks = use_blocks ? blocks->slice(0, r0, r1) : Tensor();
+    Tensor out = attn.slice(0, r0, r1);
+    ops::attention(q.slice(0, r0, r1), cache.keys(), cache.values(), positions.slice(0, r0, r1), cache.positions(),
+                   use_blocks ? &q_blocks : nullptr, use_blocks ? &k_blocks : nullptr, out, ap, st.ex);
+  }
   name_intermediate(attn, "kqv_out", l);
 
   Tensor o = A.tensor(DType::F32, {T, H});

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/arena.h"
@@ -63,6 +64,12 @@ struct DecoderState {
   std::unique_ptr<Arena> arena_storage;
 };
 
+// Rows [row, row + n) of a forward belong to `state`'s sequence, at its positions state->position + i.
+struct RowSegment {
+  DecoderState* state;
+  int64_t row, n;
+};
+
 struct TextSettings {
   int64_t max_chunk = 256;       // prefill chunk (bounds activation memory)
   float embed_scale = 1.f;       // sqrt(H) rounded to the embedding table's dtype (spec §2.2)
@@ -94,13 +101,20 @@ class TextDecoder {
                       bool all_logits, Tensor& logits) const;
   // embed + forward_embeds.
   void forward(DecoderState& state, const int32_t* ids, int64_t T, bool all_logits, Tensor& logits) const;
+  // One decode step of B sequences at once: ids[b] is the next token of states[b] (distinct states of this
+  // decoder, each with its own cache and position); logits [B, V] f32. Each linear layer reads its weights
+  // once for all rows; the cache appends and attention run per sequence. A row's result is the one a
+  // single-sequence step gives up to the linear kernels' summation order (GEMV for ≤ 4 rows, GEMM beyond).
+  void forward_batch(std::span<DecoderState* const> states, const int32_t* ids, Tensor& logits) const;
 
  private:
-  // One chunk: x_rows [T, H] (copied into the arena) or ids embedded here when x_rows is null.
-  void forward_chunk(DecoderState& st, const Tensor* x_rows, const int32_t* ids, const int32_t* blocks, int64_t T,
-                     bool all_logits, Tensor& logits_rows) const;
-  void attention_block(DecoderState& st, int64_t l, Tensor& x, const Tensor& positions, const Tensor* blocks,
-                       int64_t T) const;
+  // One chunk of T rows: x_rows [T, H] (copied into the arena) or ids embedded here when x_rows is null.
+  // The rows belong to the sequences of `segs` (one for a prefill chunk, one per row for a batched step);
+  // `work` supplies the arena and the device. Advances every segment's state by its rows.
+  void forward_chunk(DecoderState& work, std::span<const RowSegment> segs, const Tensor* x_rows, const int32_t* ids,
+                     const int32_t* blocks, int64_t T, bool all_logits, Tensor& logits_rows) const;
+  void attention_block(DecoderState& work, std::span<const RowSegment> segs, int64_t l, Tensor& x,
+                       const Tensor& positions, const Tensor* blocks, int64_t T) const;
   void feed_forward_block(DecoderState& st, int64_t l, Tensor& x, int64_t T) const;
   void gelu_gate(const Exec& ex, Tensor& g, const Tensor& u) const;
   void moe_block(DecoderState& st, int64_t l, const Tensor& residual, Tensor& m, int64_t T) const;
