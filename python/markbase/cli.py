@@ -1,4 +1,4 @@
-"""The `markbase` command line: run, chat, demo, validate, inspect, trace, devices."""
+"""The `markbase` command line: run, chat, demo, validate, inspect, trace, quantize, serve, devices."""
 
 from __future__ import annotations
 
@@ -118,6 +118,27 @@ def build_parser() -> argparse.ArgumentParser:
     qz.add_argument("--bits", type=int, choices=(4, 8), default=4)
     qz.add_argument("--group-size", type=int, choices=(32, 64, 128), default=64)
     qz.set_defaults(func=cmd_quantize)
+
+    sv = sub.add_parser("serve", help="serve a model over the OpenAI HTTP API",
+                        description="Serve DIR over the OpenAI HTTP API (POST /v1/chat/completions, /v1/completions, "
+                                    "GET /v1/models, /health) with FastAPI + uvicorn (pip install markbase[serve]). "
+                                    "Up to --max-batch requests decode together (continuous batching); up to "
+                                    "--max-queue more wait, beyond that a 429.")
+    sv.add_argument("--model", required=True, help="checkpoint directory")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--device", default="auto")
+    sv.add_argument("--api-key", default=os.environ.get("MARKBASE_API_KEY"),
+                    help="require 'Authorization: Bearer KEY' (default: $MARKBASE_API_KEY; none: open)")
+    sv.add_argument("--model-id", default=None, help="the model name clients use (default: the directory's name)")
+    sv.add_argument("--max-batch", type=int, default=8, help="requests decoded together (default 8)")
+    sv.add_argument("--max-queue", type=int, default=64, help="requests that may wait (default 64)")
+    sv.add_argument("--max-context", type=int, default=None, help="longest sequence (default: the config's)")
+    sv.add_argument("--allow-media-dir", default=None,
+                    help="image / audio parts may name files under this directory (default: data: URLs only)")
+    sv.add_argument("--quantize", choices=("q8", "q4"), default=None,
+                    help="quantize the decoder's matrices at load (MLX affine, groups of 64)")
+    sv.set_defaults(func=cmd_serve)
 
     dev = sub.add_parser("devices", help="list the backends built into this installation",
                          description="List the backends built into this installation, in order of preference.")
@@ -351,6 +372,21 @@ def cmd_validate(args) -> int:
     report = markbase.validate(args.dir, scan_values=not args.no_values)
     sys.stdout.write(str(report))
     return 0 if report.ok else 1
+
+
+def cmd_serve(args) -> int:
+    import markbase
+
+    try:
+        from .serve import serve
+    except ImportError as e:
+        raise markbase.InputError(f"markbase serve needs FastAPI and uvicorn: pip install 'markbase[serve]' ({e})") from None
+    if args.max_queue < 1 or args.max_batch < 1:
+        raise markbase.InputError(f"--max-queue and --max-batch must be at least 1, got {args.max_queue}, {args.max_batch}")
+    serve(args.model, host=args.host, port=args.port, device=args.device, api_key=args.api_key,
+          model_id=args.model_id, max_queue=args.max_queue, max_batch=args.max_batch, allow_media_dir=args.allow_media_dir,
+          max_context=args.max_context, quantize=args.quantize)
+    return 0
 
 
 def cmd_quantize(args) -> int:

@@ -1,0 +1,365 @@
+"""`markbase serve`: the OpenAI HTTP API over one loaded model (FastAPI + uvicorn).
+
+Routes: POST /v1/chat/completions, POST /v1/completions (both with `stream: true` as server-sent
+events in OpenAI's chunk format), GET /v1/models, GET /health. The model loads in the background after
+the server starts: until it is ready every route but /health answers 503. Requests share decode steps on
+the generation worker (serve/worker.py, continuous batching); a full queue answers 429; a client that
+disconnects leaves the batch before the next decode step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+import uuid
+from typing import Any, AsyncIterator, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from .._core import InputError, MarkbaseError
+from ..generate import GenerationResult
+from ..tokenizer import CHANNEL_CLOSE, CHANNEL_OPEN, split_thinking
+from .protocol import (ApiError, ChatRequest, CompletionRequest, MediaPolicy, check_common, check_tools,
+                       finish_reason, input_error, sampling_kwargs, thinking_requested, to_messages)
+from .tool_calls import CALL_OPEN, split_tool_calls
+from .worker import Job, QueueFull, Worker
+
+
+class ServerState:
+    """The model (loaded in a background thread), the worker and the serving options."""
+
+    def __init__(self, load: Callable[[], Any], model_id: str, api_key: str | None, media: MediaPolicy,
+                 max_queue: int, max_batch: int):
+        self.model_id, self.api_key, self.media = model_id, api_key, media
+        self.model = None
+        self.load_error: str | None = None
+        self.worker = Worker(max_queue, max_batch)
+        self.created = int(time.time())
+        self._loader = threading.Thread(target=self._load, args=(load,), name="markbase-serve-load", daemon=True)
+        self._loader.start()
+
+    def _load(self, load) -> None:
+        try:
+            self.model = load()
+        except MarkbaseError as e:
+            self.load_error = f"{type(e).__name__}: {e}"
+
+    def wait_loaded(self, timeout: float | None = None) -> bool:
+        self._loader.join(timeout)
+        return self.model is not None
+
+    def ready_model(self):
+        if self.model is None:
+            if self.load_error:
+                raise ApiError(503, f"the model failed to load: {self.load_error}")
+            raise ApiError(503, "the model is loading; retry shortly")
+        return self.model
+
+
+def _sse(obj: dict | str) -> bytes:
+    return f"data: {obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)}\n\n".encode()
+
+
+class _PieceRouter:
+    """Splits streamed raw text into reasoning (inside the thought channel), content, and text held back
+    because a tool call has begun (parsed at the end)."""
+
+    def __init__(self, tools: bool):
+        self.tools = tools
+        self.in_thought = False
+        self.holding = False
+
+    def route(self, piece: str) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        while piece:
+            if self.holding:
+                return out
+            if self.in_thought:
+                end = piece.find(CHANNEL_CLOSE)
+                if end < 0:
+                    out.append(("reasoning_content", piece))
+                    return out
+                out.append(("reasoning_content", piece[:end]))
+                self.in_thought, piece = False, piece[end + len(CHANNEL_CLOSE):]
+                continue
+            start = piece.find(CHANNEL_OPEN)
+            call = piece.find(CALL_OPEN) if self.tools else -1
+            if call >= 0 and (start < 0 or call < start):
+                out.append(("content", piece[:call]))
+                self.holding = True
+                return out
+            if start < 0:
+                out.append(("content", piece))
+                return out
+            out.append(("content", piece[:start]))
+            self.in_thought, piece = True, piece[start + len(CHANNEL_OPEN):]
+            if piece.startswith("thought"):
+                piece = piece[len("thought"):].lstrip("\n")
+        return out
+
+
+def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = None, allow_media_dir: str | None = None,
+               max_queue: int = 64, max_batch: int = 8):
+    """The ASGI app. `load()` returns a markbase Model (called once, in a background thread). Up to
+    max_batch requests decode together (continuous batching); up to max_queue more wait."""
+
+    state = ServerState(load, model_id, api_key, MediaPolicy(allow_media_dir), max_queue, max_batch)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_):
+        yield
+        state.worker.stop()
+
+    app = FastAPI(title="markbase", docs_url=None, redoc_url=None, lifespan=lifespan)
+    app.state.markbase = state
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, e: ApiError):
+        return JSONResponse(e.body(), status_code=e.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, e: RequestValidationError):
+        first = e.errors()[0] if e.errors() else {}
+        loc = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        return JSONResponse(ApiError(400, f"{loc}: {first.get('msg', 'invalid request')}", loc or None).body(),
+                            status_code=400)
+
+    @app.middleware("http")
+    async def _auth(request: Request, call_next):
+        if state.api_key and request.url.path.startswith("/v1/"):
+            if request.headers.get("authorization", "") != f"Bearer {state.api_key}":
+                e = ApiError(401, "invalid or missing API key (Authorization: Bearer KEY)", code="invalid_api_key")
+                return JSONResponse(e.body(), status_code=401)
+        return await call_next(request)
+
+    @app.get("/health")
+    async def health():
+        if state.model is None:
+            body = {"status": "error" if state.load_error else "loading"}
+            if state.load_error:
+                body["error"] = state.load_error
+            return JSONResponse(body, status_code=503)
+        w = state.worker
+        return {"status": "ok", "model": state.model_id, "running": w.running, "waiting": w.waiting,
+                "completed": w.completed, "mean_batch": round(w.batch_rows / w.steps, 2) if w.steps else 0.0}
+
+    @app.get("/v1/models")
+    async def models():
+        state.ready_model()
+        return {"object": "list", "data": [{"id": state.model_id, "object": "model", "created": state.created,
+                                            "owned_by": "markbase"}]}
+
+    def check_model(name: str) -> Any:
+        model = state.ready_model()
+        if name != state.model_id:
+            raise ApiError(404, f"model {name!r} does not exist (this server serves {state.model_id!r})", "model",
+                           "model_not_found")
+        return model
+
+    def submit(start: Callable[[], Any]) -> Job:
+        job = Job(start=start, loop=asyncio.get_running_loop())
+        try:
+            state.worker.submit(job)
+        except QueueFull:
+            raise ApiError(429, "the server's request queue is full; retry later") from None
+        return job
+
+    async def next_event(job: Job, request: Request) -> tuple[str, Any]:
+        """The job's next event; a client found disconnected (checked every 0.2 s) cancels the job."""
+        while True:
+            try:
+                kind, value = await asyncio.wait_for(job.out.get(), timeout=0.2)
+            except asyncio.TimeoutError:
+                kind = None
+            now = time.monotonic()
+            if now - job.checked >= 0.2:
+                job.checked = now
+                if await request.is_disconnected():
+                    job.cancel()
+                    raise asyncio.CancelledError()
+            if kind is None:
+                continue
+            if kind == "input_error":
+                raise input_error(value)
+            if kind == "error":
+                raise ApiError(500, f"generation failed: {type(value).__name__}: {value}")
+            return kind, value
+
+    async def collect(job: Job, request: Request) -> GenerationResult:
+        try:
+            while True:
+                kind, value = await next_event(job, request)
+                if kind == "done":
+                    return value
+        except asyncio.CancelledError:
+            job.cancel()
+            raise
+
+    async def stream(job: Job, request: Request, first: dict, make_chunk, finish):
+        """A StreamingResponse: `first` (the role chunk, if any), then make_chunk(text) per piece, finish(result).
+        The job's first event is awaited before answering, so a bad prompt (too long, bad media) is still a
+        plain error with its status code; a failure after that ends the stream with an error event."""
+        try:
+            pending = await next_event(job, request)
+        except BaseException:
+            job.cancel()
+            raise
+        return StreamingResponse(sse_body(job, request, first, pending, make_chunk, finish),
+                                 media_type="text/event-stream")
+
+    async def sse_body(job: Job, request: Request, first: dict, pending, make_chunk, finish) -> AsyncIterator[bytes]:
+        try:
+            if first:
+                yield _sse(first)
+            while True:
+                if pending is not None:
+                    (kind, value), pending = pending, None
+                else:
+                    try:
+                        kind, value = await next_event(job, request)
+                    except ApiError as e:
+                        yield _sse(e.body())
+                        return
+                if kind == "text":
+                    for chunk in make_chunk(value):
+                        yield _sse(chunk)
+                elif kind == "done":
+                    for chunk in finish(value):
+                        yield _sse(chunk)
+                    yield _sse("[DONE]")
+                    return
+                else:  # cancelled
+                    return
+        finally:
+            job.cancel()  # no-op when finished; frees the worker when the client went away
+
+    def usage(result: GenerationResult) -> dict:
+        n = len(result.token_ids)
+        return {"prompt_tokens": result.prompt_tokens, "completion_tokens": n, "total_tokens": result.prompt_tokens + n}
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(req: ChatRequest, request: Request):
+        model = check_model(req.model)
+        check_common(req)
+        tools = check_tools(req)
+        messages = to_messages(req.messages, state.media, model.modalities)
+        kwargs = sampling_kwargs(req, req.max_completion_tokens or req.max_tokens)
+        thinking = thinking_requested(req)
+        if thinking is not None:
+            kwargs["enable_thinking"] = thinking
+        if tools:
+            kwargs["tools"] = tools
+        try:
+            job = submit(lambda: model.start_sequence(messages, **kwargs))
+        except InputError as e:
+            raise input_error(e) from None
+        rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+
+        def message_of(result: GenerationResult) -> tuple[dict, list]:
+            thought, answer = split_thinking(result.raw_text)
+            calls = []
+            if tools:
+                answer, parsed = split_tool_calls(answer)
+                calls = [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                          "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+                         for c in parsed]
+            msg: dict = {"role": "assistant", "content": answer if (answer or not calls) else None}
+            if thought is not None:
+                msg["reasoning_content"] = thought
+            if calls:
+                msg["tool_calls"] = calls
+            return msg, calls
+
+        if not req.stream:
+            result = await collect(job, request)
+            msg, calls = message_of(result)
+            return {"id": rid, "object": "chat.completion", "created": created, "model": state.model_id,
+                    "choices": [{"index": 0, "message": msg, "finish_reason": finish_reason(result.finish_reason, bool(calls)),
+                                 "logprobs": None}],
+                    "usage": usage(result)}
+
+        router = _PieceRouter(bool(tools))
+        include_usage = bool((req.stream_options or {}).get("include_usage"))
+
+        def chunk(delta: dict, finish=None) -> dict:
+            out = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": state.model_id,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+            if include_usage:
+                out["usage"] = None
+            return out
+
+        def pieces(text: str):
+            for field, part in router.route(text):
+                if part:
+                    yield chunk({field: part})
+
+        def finish(result: GenerationResult):
+            calls = message_of(result)[1] if tools else []
+            if router.holding and not calls:  # a tool call that did not parse: its text, as written
+                raw = result.raw_text
+                yield chunk({"content": raw[raw.find(CALL_OPEN):]})
+            if calls:
+                yield chunk({"tool_calls": [dict(c, index=i) for i, c in enumerate(calls)]})
+            yield chunk({}, finish_reason(result.finish_reason, bool(calls)))
+            if include_usage:
+                yield {"id": rid, "object": "chat.completion.chunk", "created": created, "model": state.model_id,
+                       "choices": [], "usage": usage(result)}
+
+        return await stream(job, request, chunk({"role": "assistant", "content": ""}), pieces, finish)
+
+    @app.post("/v1/completions")
+    async def completions(req: CompletionRequest, request: Request):
+        model = check_model(req.model)
+        check_common(req)
+        prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
+        if len(prompts) != 1 or not isinstance(prompts[0], str):
+            raise ApiError(400, "prompt must be one string", "prompt")
+        prompt = prompts[0]
+        kwargs = sampling_kwargs(req, req.max_tokens or 16)  # OpenAI's default for completions
+        job = submit(lambda: model.start_sequence(prompt, **kwargs))
+        rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+        echo = prompt if req.echo else ""
+
+        def choice(text: str, finish=None) -> dict:
+            return {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
+
+        if not req.stream:
+            result = await collect(job, request)
+            return {"id": rid, "object": "text_completion", "created": created, "model": state.model_id,
+                    "choices": [choice(echo + result.raw_text, finish_reason(result.finish_reason, False))],
+                    "usage": usage(result)}
+
+        def chunk(text: str, finish=None) -> dict:
+            return {"id": rid, "object": "text_completion", "created": created, "model": state.model_id,
+                    "choices": [choice(text, finish)]}
+
+        def finish(result: GenerationResult):
+            yield chunk("", finish_reason(result.finish_reason, False))
+            if (req.stream_options or {}).get("include_usage"):
+                yield {"id": rid, "object": "text_completion", "created": created, "model": state.model_id,
+                       "choices": [], "usage": usage(result)}
+
+        return await stream(job, request, chunk(echo) if echo else {}, lambda t: [chunk(t)], finish)
+
+    return app
+
+
+def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, device: str = "auto", api_key: str | None = None,
+          model_id: str | None = None, max_queue: int = 64, max_batch: int = 8, allow_media_dir: str | None = None,
+          max_context: int | None = None, quantize: str | None = None) -> None:
+    """Runs the server until interrupted (uvicorn, one process)."""
+    import os
+
+    import uvicorn
+
+    from ..api import load
+
+    model_id = model_id or os.path.basename(os.path.normpath(model_dir))
+    app = create_app(lambda: load(model_dir, device=device, max_context=max_context, quantize=quantize), model_id,
+                     api_key=api_key, allow_media_dir=allow_media_dir, max_queue=max_queue, max_batch=max_batch)
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -1,0 +1,154 @@
+"""The generation worker: one thread that owns the model and runs requests with continuous batching.
+
+Every active request is a SequenceRun (generate.py) in its own session. Each loop iteration admits the
+requests waiting in the queue (up to max_batch active; each new one is prefilled whole, the running
+streams pausing for it), then advances every active sequence by one batched decode step
+(runtime Session::step_batch: each weight read once for all of them), hands each request its new text
+through its asyncio.Queue, and drops the finished and the cancelled ones. A request whose client went away
+is cancelled and leaves the batch before the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import _core
+from .._core import InputError
+
+
+class QueueFull(Exception):
+    pass
+
+
+@dataclass
+class Job:
+    # Runs on the worker thread: a prefilled SequenceRun (Model.start_sequence).
+    start: Callable[[], Any]
+    loop: asyncio.AbstractEventLoop
+    out: asyncio.Queue = field(default_factory=asyncio.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    checked: float = 0.0  # when the client's connection was last checked (time.monotonic)
+
+    def emit(self, kind: str, value: Any) -> None:
+        self.loop.call_soon_threadsafe(self.out.put_nowait, (kind, value))
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+
+@dataclass
+class _Active:
+    job: Job
+    run: Any    # SequenceRun
+    token: int  # what the next step feeds
+
+
+class Worker:
+    def __init__(self, max_queue: int, max_batch: int):
+        self.max_batch = max_batch
+        self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=max_queue)
+        self._active: list[_Active] = []
+        self.completed = 0   # requests finished, failed or cancelled
+        self.steps = 0       # batched decode steps run
+        self.batch_rows = 0  # Σ sequences over those steps (mean batch = batch_rows / steps)
+        self._thread = threading.Thread(target=self._run, name="markbase-serve-worker", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Job) -> None:
+        try:
+            self._jobs.put_nowait(job)
+        except queue.Full:
+            raise QueueFull() from None
+
+    @property
+    def waiting(self) -> int:
+        return self._jobs.qsize()
+
+    @property
+    def running(self) -> int:
+        return len(self._active)
+
+    def stop(self) -> None:
+        self._stopping = True
+        try:
+            self._jobs.put_nowait(None)
+        except queue.Full:
+            pass
+        self._thread.join(timeout=10)
+
+    _stopping = False
+
+    def _finish(self, a: _Active | Job, kind: str, value: Any) -> None:
+        (a.job if isinstance(a, _Active) else a).emit(kind, value)
+        self.completed += 1
+
+    def _admit(self, job: Job) -> None:
+        """Prefills a new request and takes its first token."""
+        if job.cancelled.is_set():
+            self.completed += 1
+            return
+        try:
+            run = job.start()
+            token = run.first_token()
+            text = run.advance(token)
+        except InputError as e:
+            return self._finish(job, "input_error", e)
+        except Exception as e:  # noqa: BLE001 - a 500 for this request; the worker lives on
+            return self._finish(job, "error", e)
+        if text:
+            job.emit("text", text)
+        if run.done:
+            return self._finish(job, "done", run.result())
+        self._active.append(_Active(job, run, token))
+
+    def _step(self) -> None:
+        """One batched decode step for every active sequence."""
+        act = self._active
+        try:
+            nxt = _core.gemma4.step_batch([a.run.session._s for a in act], np.array([a.token for a in act], np.int32),
+                                          [a.run.sampler for a in act])
+        except Exception as e:  # noqa: BLE001 - every request in the failed step gets the error
+            for a in act:
+                self._finish(a, "input_error" if isinstance(e, InputError) else "error", e)
+            self._active = []
+            return
+        self.steps += 1
+        self.batch_rows += len(act)
+        still = []
+        for a, token in zip(act, nxt):
+            text = a.run.advance(int(token))
+            if text:
+                a.job.emit("text", text)
+            if a.run.done:
+                self._finish(a, "done", a.run.result())
+            else:
+                a.token = int(token)
+                still.append(a)
+        self._active = still
+
+    def _run(self) -> None:
+        while not self._stopping:
+            # Admit what is waiting (block only when nothing runs).
+            while len(self._active) < self.max_batch:
+                try:
+                    job = self._jobs.get(block=not self._active)
+                except queue.Empty:
+                    break
+                if job is None:
+                    return
+                self._admit(job)
+            # Cancelled requests leave before the step.
+            for a in [a for a in self._active if a.job.cancelled.is_set()]:
+                self._finish(a, "cancelled", None)
+            self._active = [a for a in self._active if not a.job.cancelled.is_set()]
+            if self._active:
+                self._step()
+            else:
+                time.sleep(0)  # nothing admitted this round (all cancelled or failed)
