@@ -316,11 +316,17 @@ class Model:
         server's batching worker advance token by token. sampling: generate()'s sampling keywords."""
         from .generate import SequenceRun
 
-        prompt, opts = self._prepare(prompt_or_messages, system, enable_thinking, tools, sampling)
+        prompt, opts = self.prepare(prompt_or_messages, system=system, enable_thinking=enable_thinking, tools=tools,
+                                    **sampling)
         return SequenceRun(self, self.session(), prompt, opts)
 
+    def prepare(self, prompt_or_messages, *, system: str | None = None, enable_thinking: bool | None = None,
+                tools: list | None = None, **sampling):
+        """(Prompt, SamplingOptions) of one generation, nothing run yet (a SequenceRun takes them, in a new
+        session or one that already holds a prefix of the prompt). InputError when the prompt leaves no room."""
+        return self._prepare(prompt_or_messages, system, enable_thinking, tools, sampling)
+
     def _prepare(self, prompt_or_messages, system, enable_thinking, tools, sampling: dict):
-        """(Prompt, SamplingOptions) for one generation; InputError when the prompt leaves no room."""
         from .generate import resolve_options
 
         template_kwargs = {k: v for k, v in (("enable_thinking", enable_thinking), ("tools", tools)) if v is not None}

@@ -133,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--model-id", default=None, help="the model name clients use (default: the directory's name)")
     sv.add_argument("--max-batch", type=int, default=8, help="requests decoded together (default 8)")
     sv.add_argument("--max-queue", type=int, default=64, help="requests that may wait (default 64)")
+    sv.add_argument("--prompt-cache", type=int, default=4,
+                    help="finished requests whose KV cache is kept for prompts sharing its prefix (default 4, 0 off)")
     sv.add_argument("--max-context", type=int, default=None, help="longest sequence (default: the config's)")
     sv.add_argument("--allow-media-dir", default=None,
                     help="image / audio parts may name files under this directory (default: data: URLs only)")
@@ -381,10 +383,13 @@ def cmd_serve(args) -> int:
         from .serve import serve
     except ImportError as e:
         raise markbase.InputError(f"markbase serve needs FastAPI and uvicorn: pip install 'markbase[serve]' ({e})") from None
+    if args.prompt_cache < 0:
+        raise markbase.InputError(f"--prompt-cache must be >= 0, got {args.prompt_cache}")
     if args.max_queue < 1 or args.max_batch < 1:
         raise markbase.InputError(f"--max-queue and --max-batch must be at least 1, got {args.max_queue}, {args.max_batch}")
     serve(args.model, host=args.host, port=args.port, device=args.device, api_key=args.api_key,
-          model_id=args.model_id, max_queue=args.max_queue, max_batch=args.max_batch, allow_media_dir=args.allow_media_dir,
+          model_id=args.model_id, max_queue=args.max_queue, max_batch=args.max_batch, prompt_cache=args.prompt_cache,
+          allow_media_dir=args.allow_media_dir,
           max_context=args.max_context, quantize=args.quantize)
     return 0
 

@@ -389,3 +389,19 @@ def test_markbase_serve_command(synthetic):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_prompt_cache_reuses_a_shared_prefix(served):
+    """A second request that continues the first one's conversation prefills only what is new (usage's
+    cached_tokens says how much was reused) and answers exactly as an uncached run."""
+    client = served.client()
+    system = {"role": "system", "content": "You are a careful assistant. " * 6}
+    first = [system, {"role": "user", "content": "First question?"}]
+    a = client.chat.completions.create(model="tiny-e2b", messages=first, temperature=0, max_tokens=6)
+    second = first + [{"role": "assistant", "content": a.choices[0].message.content},
+                      {"role": "user", "content": "And a second one?"}]
+    b = client.chat.completions.create(model="tiny-e2b", messages=second, temperature=0, max_tokens=6)
+    want = direct(served.model, second, temperature=0, max_new_tokens=6)
+    assert b.usage.prompt_tokens == want.prompt_tokens
+    assert b.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens - 1
+    assert b.choices[0].message.content == want.text

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import threading
 import time
 import uuid
@@ -34,11 +35,11 @@ class ServerState:
     """The model (loaded in a background thread), the worker and the serving options."""
 
     def __init__(self, load: Callable[[], Any], model_id: str, api_key: str | None, media: MediaPolicy,
-                 max_queue: int, max_batch: int):
+                 max_queue: int, max_batch: int, prompt_cache: int):
         self.model_id, self.api_key, self.media = model_id, api_key, media
         self.model = None
         self.load_error: str | None = None
-        self.worker = Worker(max_queue, max_batch)
+        self.worker = Worker(max_queue, max_batch, prompt_cache)
         self.created = int(time.time())
         self._loader = threading.Thread(target=self._load, args=(load,), name="markbase-serve-load", daemon=True)
         self._loader.start()
@@ -104,11 +105,12 @@ class _PieceRouter:
 
 
 def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = None, allow_media_dir: str | None = None,
-               max_queue: int = 64, max_batch: int = 8):
+               max_queue: int = 64, max_batch: int = 8, prompt_cache: int = 4):
     """The ASGI app. `load()` returns a markbase Model (called once, in a background thread). Up to
-    max_batch requests decode together (continuous batching); up to max_queue more wait."""
+    max_batch requests decode together (continuous batching); up to max_queue more wait; the sessions of the
+    last prompt_cache finished requests are kept for prompts that share their prefix (0: none)."""
 
-    state = ServerState(load, model_id, api_key, MediaPolicy(allow_media_dir), max_queue, max_batch)
+    state = ServerState(load, model_id, api_key, MediaPolicy(allow_media_dir), max_queue, max_batch, prompt_cache)
 
     @contextlib.asynccontextmanager
     async def lifespan(_):
@@ -145,8 +147,9 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
                 body["error"] = state.load_error
             return JSONResponse(body, status_code=503)
         w = state.worker
-        return {"status": "ok", "model": state.model_id, "running": w.running, "waiting": w.waiting,
-                "completed": w.completed, "mean_batch": round(w.batch_rows / w.steps, 2) if w.steps else 0.0}
+        return {"status": "ok", "model": state.model_id, "pid": os.getpid(), "running": w.running, "waiting": w.waiting,
+                "completed": w.completed, "mean_batch": round(w.batch_rows / w.steps, 2) if w.steps else 0.0,
+                "prompt_cache_hits": w.cache.hits, "prompt_cache_reused_tokens": w.cache.reused_tokens}
 
     @app.get("/v1/models")
     async def models():
@@ -161,8 +164,8 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
                            "model_not_found")
         return model
 
-    def submit(start: Callable[[], Any]) -> Job:
-        job = Job(start=start, loop=asyncio.get_running_loop())
+    def submit(model, prepare: Callable[[], Any]) -> Job:
+        job = Job(prepare=prepare, model=model, loop=asyncio.get_running_loop())
         try:
             state.worker.submit(job)
         except QueueFull:
@@ -240,7 +243,8 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
 
     def usage(result: GenerationResult) -> dict:
         n = len(result.token_ids)
-        return {"prompt_tokens": result.prompt_tokens, "completion_tokens": n, "total_tokens": result.prompt_tokens + n}
+        return {"prompt_tokens": result.prompt_tokens, "completion_tokens": n, "total_tokens": result.prompt_tokens + n,
+                "prompt_tokens_details": {"cached_tokens": result.prompt_tokens - result.prefill_tokens}}
 
     @app.post("/v1/chat/completions")
     async def chat_completions(req: ChatRequest, request: Request):
@@ -255,7 +259,7 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
         if tools:
             kwargs["tools"] = tools
         try:
-            job = submit(lambda: model.start_sequence(messages, **kwargs))
+            job = submit(model, lambda: model.prepare(messages, **kwargs))
         except InputError as e:
             raise input_error(e) from None
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
@@ -321,7 +325,7 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
             raise ApiError(400, "prompt must be one string", "prompt")
         prompt = prompts[0]
         kwargs = sampling_kwargs(req, req.max_tokens or 16)  # OpenAI's default for completions
-        job = submit(lambda: model.start_sequence(prompt, **kwargs))
+        job = submit(model, lambda: model.prepare(prompt, **kwargs))
         rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
         echo = prompt if req.echo else ""
 
@@ -350,16 +354,15 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
 
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, device: str = "auto", api_key: str | None = None,
-          model_id: str | None = None, max_queue: int = 64, max_batch: int = 8, allow_media_dir: str | None = None,
-          max_context: int | None = None, quantize: str | None = None) -> None:
+          model_id: str | None = None, max_queue: int = 64, max_batch: int = 8, prompt_cache: int = 4,
+          allow_media_dir: str | None = None, max_context: int | None = None, quantize: str | None = None) -> None:
     """Runs the server until interrupted (uvicorn, one process)."""
-    import os
-
     import uvicorn
 
     from ..api import load
 
     model_id = model_id or os.path.basename(os.path.normpath(model_dir))
     app = create_app(lambda: load(model_dir, device=device, max_context=max_context, quantize=quantize), model_id,
-                     api_key=api_key, allow_media_dir=allow_media_dir, max_queue=max_queue, max_batch=max_batch)
+                     api_key=api_key, allow_media_dir=allow_media_dir, max_queue=max_queue, max_batch=max_batch,
+                     prompt_cache=prompt_cache)
     uvicorn.run(app, host=host, port=port, log_level="info")

@@ -1,6 +1,7 @@
 """The generation worker: one thread that owns the model and runs requests with continuous batching.
 
-Every active request is a SequenceRun (generate.py) in its own session. Each loop iteration admits the
+Every active request is a SequenceRun (generate.py) in its own session (a new one, or a cached one that
+holds a prefix of its prompt: PromptCache). Each loop iteration admits the
 requests waiting in the queue (up to max_batch active; each new one is prefilled whole, the running
 streams pausing for it), then advances every active sequence by one batched decode step
 (runtime Session::step_batch: each weight read once for all of them), hands each request its new text
@@ -14,6 +15,7 @@ import asyncio
 import queue
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -21,16 +23,62 @@ import numpy as np
 
 from .. import _core
 from .._core import InputError
+from ..generate import SequenceRun, _common_prefix
 
 
 class QueueFull(Exception):
     pass
 
 
+class PromptCache:
+    """Sessions of finished requests, with the tokens each holds: a new prompt (without media) that shares a
+    prefix with one continues from it — the session rolled back to the common prefix, only the rest
+    prefilled (a system prompt, the earlier turns of a conversation). At most `capacity` sessions, the least
+    recently used dropped first; a session serves one request at a time (taken out while it runs)."""
+
+    MIN_PREFIX = 8  # shorter shared prefixes are not worth keeping a session for
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._entries: OrderedDict[int, tuple[Any, list[int]]] = OrderedDict()
+        self._next = 0
+        self.hits = 0
+        self.reused_tokens = 0
+
+    def take(self, prompt) -> tuple[Any, int]:
+        """(a session holding prompt.ids[:n], n) for the longest usable shared prefix, or (None, 0)."""
+        if prompt.media or not self._entries:
+            return None, 0
+        ids = prompt.ids
+        best, best_n = None, 0
+        for key, (_, held) in self._entries.items():
+            n = _common_prefix(held, ids)
+            if n > best_n:
+                best, best_n = key, n
+        best_n = min(best_n, len(ids) - 1)  # at least one token to prefill: it gives the next logits
+        if best is None or best_n < self.MIN_PREFIX:
+            return None, 0
+        session, _ = self._entries.pop(best)
+        if not session.truncate(best_n):  # a sliding ring no longer holds that position
+            return None, 0
+        self.hits += 1
+        self.reused_tokens += best_n
+        return session, best_n
+
+    def put(self, session, held: list[int]) -> None:
+        if self.capacity <= 0:
+            return
+        self._entries[self._next] = (session, held)
+        self._next += 1
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+
+
 @dataclass
 class Job:
-    # Runs on the worker thread: a prefilled SequenceRun (Model.start_sequence).
-    start: Callable[[], Any]
+    # Runs on the worker thread: (Prompt, SamplingOptions) of the request (Model.prepare).
+    prepare: Callable[[], Any]
+    model: Any
     loop: asyncio.AbstractEventLoop
     out: asyncio.Queue = field(default_factory=asyncio.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -51,8 +99,9 @@ class _Active:
 
 
 class Worker:
-    def __init__(self, max_queue: int, max_batch: int):
+    def __init__(self, max_queue: int, max_batch: int, prompt_cache: int = 4):
         self.max_batch = max_batch
+        self.cache = PromptCache(prompt_cache)
         self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=max_queue)
         self._active: list[_Active] = []
         self.completed = 0   # requests finished, failed or cancelled
@@ -89,13 +138,21 @@ class Worker:
         (a.job if isinstance(a, _Active) else a).emit(kind, value)
         self.completed += 1
 
+    def _done(self, run) -> None:
+        """A finished run's session goes to the prompt cache with the tokens it holds."""
+        if not run.prompt.media:
+            held = (list(run.prompt.ids) + run.generated)[: run.session.position]
+            self.cache.put(run.session, held)
+
     def _admit(self, job: Job) -> None:
         """Prefills a new request and takes its first token."""
         if job.cancelled.is_set():
             self.completed += 1
             return
         try:
-            run = job.start()
+            prompt, opts = job.prepare()
+            session, prefix = self.cache.take(prompt)
+            run = SequenceRun(job.model, session or job.model.session(), prompt, opts, prefix)
             token = run.first_token()
             text = run.advance(token)
         except InputError as e:
@@ -105,6 +162,7 @@ class Worker:
         if text:
             job.emit("text", text)
         if run.done:
+            self._done(run)
             return self._finish(job, "done", run.result())
         self._active.append(_Active(job, run, token))
 
@@ -127,6 +185,7 @@ class Worker:
             if text:
                 a.job.emit("text", text)
             if a.run.done:
+                self._done(a.run)
                 self._finish(a, "done", a.run.result())
             else:
                 a.token = int(token)
