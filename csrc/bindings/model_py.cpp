@@ -70,6 +70,7 @@ void bind(py::module_& m) {
       .def_property_readonly("config", &Gemma4Model::config, py::return_value_policy::reference_internal)
       .def_property_readonly("dir", &Gemma4Model::dir)
       .def_property_readonly("max_context", &Gemma4Model::max_context)
+      .def_property_readonly("prefill_chunk", [](const Gemma4Model& mdl) { return mdl.text().settings().max_chunk; })
       .def_property_readonly("device", [](const Gemma4Model& mdl) { return std::string(mdl.exec().backend->name()); })
       .def_property_readonly("check_finite", &Gemma4Model::check_finite)
       .def("trace_nonfinite", [](const Gemma4Model& mdl, const Ids& ids, const py::object& x, const std::optional<Ids>& blocks) {

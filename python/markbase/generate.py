@@ -180,7 +180,10 @@ class SequenceRun:
     streamed text and the timings. run_generation drives one; Model.generate_batch drives several with
     one batched decode step for all of them."""
 
-    def __init__(self, model, session, prompt: "Prompt | list[int]", opts: SamplingOptions, reuse_prefix: int = 0):
+    def __init__(self, model, session, prompt: "Prompt | list[int]", opts: SamplingOptions, reuse_prefix: int = 0,
+                 prefill: bool = True):
+        """prefill=False leaves a text prompt's tokens for prefill_step (a server interleaves them with the
+        running sequences' decode steps); a prompt with media is always prefilled here, whole."""
         if not isinstance(prompt, Prompt):
             prompt = Prompt(list(prompt))
         self.prompt, self.opts, self.session = prompt, opts, session
@@ -198,10 +201,13 @@ class SequenceRun:
             raise InputError(f"context limit: the prompt needs {session.position + len(new)} of {session.max_context} "
                              f"positions and leaves no room to generate")
         encode0 = [it.encode_s for it in prompt.media]
+        self._pending = np.asarray(new, np.int32)  # prompt tokens not prefilled yet
         if prompt.media:
             session._prefill_media(np.asarray(prompt_ids, np.int32), prompt.media, reuse_prefix, False)
-        else:
-            session.prefill(np.asarray(new, np.int32))
+            self._pending = self._pending[:0]
+        elif prefill:
+            session.prefill(self._pending)
+            self._pending = self._pending[:0]
         self.item_encode_s = [it.encode_s - e0 for it, e0 in zip(prompt.media, encode0)]
         self.encode_s = sum(self.item_encode_s)
         self.prefill_s = time.perf_counter() - self.t0 - self.encode_s
@@ -215,8 +221,22 @@ class SequenceRun:
         self.t_decode = time.perf_counter()
         self.decode_s = 0.0
 
+    @property
+    def prefilled(self) -> bool:
+        return len(self._pending) == 0
+
+    def prefill_step(self, max_tokens: int) -> bool:
+        """Prefills up to max_tokens more prompt tokens (prefill=False); True once the whole prompt is in."""
+        if self._pending.size:
+            t = time.perf_counter()
+            self.session.prefill(self._pending[:max_tokens])
+            self._pending = self._pending[max_tokens:]
+            self.prefill_s += time.perf_counter() - t
+        return self.prefilled
+
     def first_token(self) -> int:
-        """The first token, sampled from the prompt's last logits."""
+        """The first token, sampled from the prompt's last logits (the prompt prefilled)."""
+        self.t_decode = time.perf_counter()
         return self.session.sample(self.sampler)
 
     def advance(self, token: int) -> str:

@@ -368,20 +368,27 @@ def test_markbase_serve_command(synthetic):
     import subprocess
     import sys
 
+    import tempfile
+
     port = free_port()
+    log = tempfile.TemporaryFile()  # (a pipe nobody reads would block the server once full)
     proc = subprocess.Popen([sys.executable, "-m", "markbase", "serve", "--model", synthetic("e2b"), "--port", str(port),
                              "--max-context", "256", "--model-id", "cli-model"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
+                            stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
     try:
-        deadline = time.time() + 60
+        deadline = time.time() + 120
         while True:
-            assert proc.poll() is None, proc.stdout.read().decode(errors="replace")
+            if proc.poll() is not None:
+                log.seek(0)
+                raise AssertionError(log.read().decode(errors="replace"))
             try:
                 if get(f"http://127.0.0.1:{port}/health")[0] == 200:
                     break
             except OSError:
                 pass
-            assert time.time() < deadline, "markbase serve did not become ready"
+            if time.time() > deadline:
+                log.seek(0)
+                raise AssertionError("markbase serve did not become ready:\n" + log.read().decode(errors="replace"))
             time.sleep(0.2)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
         out = client.chat.completions.create(model="cli-model", messages=user("hi"), max_tokens=3, temperature=0)
@@ -389,6 +396,7 @@ def test_markbase_serve_command(synthetic):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        log.close()
 
 
 def test_prompt_cache_reuses_a_shared_prefix(served):
@@ -405,3 +413,28 @@ def test_prompt_cache_reuses_a_shared_prefix(served):
     assert b.usage.prompt_tokens == want.prompt_tokens
     assert b.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens - 1
     assert b.choices[0].message.content == want.text
+
+
+def test_long_prompts_prefill_in_chunks_between_decode_steps(synthetic):
+    """With prefill_chunk 16 a 100-token prompt joins the batch over several iterations, one chunk per decode
+    step of the streams already running; every request still answers as the same model run directly (the
+    chunks are cut where a direct prefill cuts them)."""
+    model = mb.load(synthetic("e2b"), max_context=512, prefill_chunk=16)
+    run = Running(create_app(lambda: model, "tiny", max_batch=4))
+    try:
+        assert run.app.state.markbase.wait_loaded(30)
+        long_prompt = "Please read all of this carefully: " + "one two three four five six " * 12
+        prompts = ["Short one.", long_prompt, "Another short one.", long_prompt + " Now answer."]
+        want = {p: direct(model, user(p), temperature=0, max_new_tokens=10).text for p in prompts}
+        assert len(model.encode_prompt(user(long_prompt))) > 64
+        client = run.client(key="unused")
+
+        def one(p):
+            s = client.chat.completions.create(model="tiny", messages=user(p), temperature=0, max_tokens=10, stream=True)
+            return p, "".join(c.choices[0].delta.content or "" for c in s if c.choices)
+
+        with cf.ThreadPoolExecutor(4) as ex:
+            for p, text in ex.map(one, prompts * 2):
+                assert text == want[p]
+    finally:
+        run.stop()

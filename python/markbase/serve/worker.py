@@ -1,9 +1,9 @@
 """The generation worker: one thread that owns the model and runs requests with continuous batching.
 
 Every active request is a SequenceRun (generate.py) in its own session (a new one, or a cached one that
-holds a prefix of its prompt: PromptCache). Each loop iteration admits the
-requests waiting in the queue (up to max_batch active; each new one is prefilled whole, the running
-streams pausing for it), then advances every active sequence by one batched decode step
+holds a prefix of its prompt: PromptCache). Each loop iteration admits the requests waiting in the queue
+(up to max_batch at once), prefills one chunk of the oldest prompt not yet in (so the running streams
+wait one chunk at most), then advances every active sequence by one batched decode step
 (runtime Session::step_batch: each weight read once for all of them), hands each request its new text
 through its asyncio.Queue, and drops the finished and the cancelled ones. A request whose client went away
 is cancelled and leaves the batch before the next step.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -104,6 +103,7 @@ class Worker:
         self.cache = PromptCache(prompt_cache)
         self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=max_queue)
         self._active: list[_Active] = []
+        self._prefilling: list[tuple[Job, Any]] = []  # admitted, prompt not all in yet (SequenceRun)
         self.completed = 0   # requests finished, failed or cancelled
         self.steps = 0       # batched decode steps run
         self.batch_rows = 0  # Σ sequences over those steps (mean batch = batch_rows / steps)
@@ -122,7 +122,7 @@ class Worker:
 
     @property
     def running(self) -> int:
-        return len(self._active)
+        return len(self._active) + len(self._prefilling)
 
     def stop(self) -> None:
         self._stopping = True
@@ -145,20 +145,49 @@ class Worker:
             self.cache.put(run.session, held)
 
     def _admit(self, job: Job) -> None:
-        """Prefills a new request and takes its first token."""
+        """A new request: its SequenceRun, the prompt left for _prefill_some (media prompts go in whole)."""
         if job.cancelled.is_set():
             self.completed += 1
             return
         try:
             prompt, opts = job.prepare()
             session, prefix = self.cache.take(prompt)
-            run = SequenceRun(job.model, session or job.model.session(), prompt, opts, prefix)
-            token = run.first_token()
-            text = run.advance(token)
+            run = SequenceRun(job.model, session or job.model.session(), prompt, opts, prefix, prefill=False)
         except InputError as e:
             return self._finish(job, "input_error", e)
         except Exception as e:  # noqa: BLE001 - a 500 for this request; the worker lives on
             return self._finish(job, "error", e)
+        if run.prefilled:
+            self._start(job, run)
+        else:
+            self._prefilling.append((job, run))
+
+    def _prefill_some(self) -> None:
+        """One prefill chunk (the model's prefill_chunk tokens, the same cut as a whole prefill) of the oldest
+        request still prefilling: between two decode steps the running streams wait for one chunk at most."""
+        job, run = self._prefilling[0]
+        if job.cancelled.is_set():
+            self._prefilling.pop(0)
+            return self._finish(job, "cancelled", None)
+        try:
+            done = run.prefill_step(job.model.prefill_chunk)
+        except InputError as e:
+            self._prefilling.pop(0)
+            return self._finish(job, "input_error", e)
+        except Exception as e:  # noqa: BLE001
+            self._prefilling.pop(0)
+            return self._finish(job, "error", e)
+        if done:
+            self._prefilling.pop(0)
+            self._start(job, run)
+
+    def _start(self, job: Job, run) -> None:
+        """A prefilled request: its first token, then it joins the batch."""
+        try:
+            token = run.first_token()
+            text = run.advance(token)
+        except Exception as e:  # noqa: BLE001
+            return self._finish(job, "input_error" if isinstance(e, InputError) else "error", e)
         if text:
             job.emit("text", text)
         if run.done:
@@ -195,19 +224,19 @@ class Worker:
     def _run(self) -> None:
         while not self._stopping:
             # Admit what is waiting (block only when nothing runs).
-            while len(self._active) < self.max_batch:
+            while self.running < self.max_batch:
                 try:
-                    job = self._jobs.get(block=not self._active)
+                    job = self._jobs.get(block=not self.running)
                 except queue.Empty:
                     break
                 if job is None:
                     return
                 self._admit(job)
+            if self._prefilling:
+                self._prefill_some()
             # Cancelled requests leave before the step.
             for a in [a for a in self._active if a.job.cancelled.is_set()]:
                 self._finish(a, "cancelled", None)
             self._active = [a for a in self._active if not a.job.cancelled.is_set()]
             if self._active:
                 self._step()
-            else:
-                time.sleep(0)  # nothing admitted this round (all cancelled or failed)
