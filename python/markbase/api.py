@@ -298,7 +298,7 @@ class Model:
         batched decode step per token (each weight read once for all of them). Returns one GenerationResult
         per prompt, in order. The options apply to every prompt; seed s gives prompt i the seed s + i.
         Greedy output equals generate()'s for each prompt alone (up to the summation order of the batched
-        matrix products: more than 4 sequences take the GEMM kernels)."""
+        matrix products: more than 8 sequences take the GEMM kernels)."""
         from .generate import run_batch
 
         if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)) or not prompts:

@@ -57,9 +57,9 @@ class Running:
 def served(synthetic, tmp_path_factory):
     media_dir = tmp_path_factory.mktemp("media")
     model = mb.load(synthetic("e2b"), max_context=512)
-    # max_batch 4: batched rows take the GEMV kernels, whose per-row sums are those of a single step, so
+    # max_batch 8: batched rows take the GEMV kernels, whose per-row sums are those of a single step, so
     # every request's greedy text equals its direct generate() whatever else shares its steps.
-    app = create_app(lambda: model, "tiny-e2b", api_key=KEY, allow_media_dir=str(media_dir), max_queue=64, max_batch=4)
+    app = create_app(lambda: model, "tiny-e2b", api_key=KEY, allow_media_dir=str(media_dir), max_queue=64, max_batch=8)
     run = Running(app)
     assert app.state.markbase.wait_loaded(30)
     run.model, run.media_dir = model, media_dir

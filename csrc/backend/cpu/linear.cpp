@@ -3,9 +3,9 @@
 // Reference: one f32 accumulator per output, k in order.
 //
 // Fast: x is viewed as [M, K] f32 (converted once if bf16), w as [N, K].
-//   prefill (M > 4): the blocked GEMM of backend/cpu/gemm.h.
-//   decode  (M <= 4): a GEMV, memory-bound: every weight byte is read from memory exactly once, and the
-//     whole game is keeping enough reads in flight. A tile kernel computes an MR x NR patch of dot
+//   prefill (M > 8): the blocked GEMM of backend/cpu/gemm.h.
+//   decode  (M <= 8: a step, or a batched step): a GEMV, memory-bound: every weight byte is read from
+//     memory once, and the whole game is keeping enough reads in flight. A tile kernel computes an MR x NR patch of dot
 //     products (MR x rows against NR w rows, MR·NR independent 8-lane f32 accumulators, FMA), converting w
 //     to f32 in registers as it loads. The NR rows of a tile are NR *streams*: the rows are cut into
 //     blocks of NR·S rows, stream i of a block being its S consecutive rows [i·S, (i+1)·S), and tile j
@@ -68,6 +68,9 @@ namespace {
 // operand registers fit in the 16 ymm registers of AVX2.
 constexpr int kMaxMR = 4;
 constexpr int kNR[kMaxMR + 1] = {0, 8, 4, 4, 3};
+// x rows that still take the GEMV path (a batched decode step): each block of w rows is read from memory
+// once, for the first kMaxMR rows, and from L2 for the next (a block is ~100 KB). Past this the GEMM wins.
+constexpr int64_t kMaxGemvRows = 8;
 // Contiguous bytes each weight stream walks before the block ends (measured on Zen 2: 3 KB streams
 // ~30 GB/s over two cores, >= 16 KB ~40 GB/s).
 constexpr int64_t kStreamBytes = 24 << 10;
@@ -231,7 +234,7 @@ void run_block(const Problem& p, const Kernels& ks, const WT* w, int64_t n0, int
 template <class WT>
 void run_typed(const Problem& p, const WT* w) {
   const Kernels& ks = kernels_for<WT>();
-  // A block: NR streams of S rows, each stream ~kStreamBytes (the M <= 4 rows of x share one NR).
+  // A block: NR streams of S rows, each stream ~kStreamBytes (each group of <= 4 rows of x shares one NR).
   const int64_t nr = kNR[std::min<int64_t>(p.M, kMaxMR)];
   const int64_t row_bytes = std::max<int64_t>(1, p.K * int64_t(sizeof(WT)));
   const int64_t block_rows = nr * std::max<int64_t>(1, (kStreamBytes + row_bytes - 1) / row_bytes);
@@ -270,7 +273,7 @@ void linear_fast(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& o
     for (int64_t n = 0; n < N; ++n) bbuf[size_t(n)] = load_any(*bias, n);
     bf = bbuf.data();
   }
-  if (M > kMaxMR) {
+  if (M > kMaxGemvRows) {
     // Prefill: the blocked GEMM (backend/cpu/gemm.h), into out directly when it is f32.
     thread_local std::vector<float> cbuf;
     float* c = out.data_as<float>();

@@ -381,7 +381,7 @@ void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const
   if (M == 0 || N == 0) return;
   const float* X = x.data_as<const float>();
   float* Y = out.data_as<float>();
-  if (M > 4) {
+  if (M > 8) {  // (up to 8 rows, a batched decode step: the GEMV, each row group re-reading blocks from L2)
     thread_local std::vector<float> bbuf;
     const float* bf = nullptr;
     if (bias) {

@@ -7,7 +7,7 @@ namespace mb::cpu {
 
 // One f32 accumulator per output, k in order, each weight dequantized as s·q + b before its product.
 void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out);
-// M <= 4 rows (decode): threads over blocks of weight rows, each row read once; per group
+// M <= 8 rows (decode, batched decode): threads over blocks of weight rows, each row read once; per group
 // s·Σ q·x + b·Σ x (AVX2: bytes widened to f32 in registers; with int16_activations, x rounded to 16-bit
 // per group and Σ q·x in int32, see ops/quant.h). More rows: the blocked GEMM (gemm.h) with the weight
 // panels dequantized as they are packed, f32 whatever int16_activations says.

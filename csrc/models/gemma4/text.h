@@ -104,7 +104,7 @@ class TextDecoder {
   // One decode step of B sequences at once: ids[b] is the next token of states[b] (distinct states of this
   // decoder, each with its own cache and position); logits [B, V] f32. Each linear layer reads its weights
   // once for all rows; the cache appends and attention run per sequence. A row's result is the one a
-  // single-sequence step gives up to the linear kernels' summation order (GEMV for ≤ 4 rows, GEMM beyond).
+  // single-sequence step gives up to the linear kernels' summation order (GEMV for ≤ 8 rows, GEMM beyond).
   void forward_batch(std::span<DecoderState* const> states, const int32_t* ids, Tensor& logits) const;
 
  private:
