@@ -438,3 +438,21 @@ def test_long_prompts_prefill_in_chunks_between_decode_steps(synthetic):
                 assert text == want[p]
     finally:
         run.stop()
+
+
+def test_stream_router_splits_reasoning_content_and_held_tool_calls():
+    """What a stream sends for raw model text arriving piece by piece: the thought channel as
+    reasoning_content, the answer as content, and nothing of a tool call (it is sent parsed at the end)."""
+    from markbase.serve.app import _PieceRouter
+
+    pieces = ["<|channel>", "thought\nLet me", " think.", "<channel|>", "Sure", ", calling.", "<|tool_call>",
+              "call:get_weather{city:", '<|"|>Paris<|"|>}', "<tool_call|>"]
+    router = _PieceRouter(tools=True)
+    out = [part for p in pieces for part in router.route(p) if part[1]]
+    assert out == [("reasoning_content", "Let me"), ("reasoning_content", " think."), ("content", "Sure"),
+                   ("content", ", calling.")]
+    assert router.holding
+    rest, calls = split_tool_calls("".join(pieces[4:]))
+    assert rest == "Sure, calling." and calls[0].name == "get_weather" and calls[0].arguments == {"city": "Paris"}
+    plain = _PieceRouter(tools=False)  # without tools a tool-call-looking text is just content
+    assert [p for p in plain.route("a<|tool_call>b") if p[1]] == [("content", "a<|tool_call>b")]

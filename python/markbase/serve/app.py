@@ -70,9 +70,12 @@ class _PieceRouter:
     """Splits streamed raw text into reasoning (inside the thought channel), content, and text held back
     because a tool call has begun (parsed at the end)."""
 
+    LABEL = "thought\n"  # what follows the channel's opening token
+
     def __init__(self, tools: bool):
         self.tools = tools
         self.in_thought = False
+        self.label: str | None = None  # text after <|channel> while it may still be the label
         self.holding = False
 
     def route(self, piece: str) -> list[tuple[str, str]]:
@@ -80,6 +83,14 @@ class _PieceRouter:
         while piece:
             if self.holding:
                 return out
+            if self.label is not None:  # drop the channel's "thought" label, however the pieces cut it
+                buf = self.label + piece
+                if self.LABEL.startswith(buf) and len(buf) < len(self.LABEL):
+                    self.label = buf
+                    return out
+                self.label = None
+                piece = buf[len("thought"):].lstrip("\n") if buf.startswith("thought") else buf
+                continue
             if self.in_thought:
                 end = piece.find(CHANNEL_CLOSE)
                 if end < 0:
@@ -98,9 +109,7 @@ class _PieceRouter:
                 out.append(("content", piece))
                 return out
             out.append(("content", piece[:start]))
-            self.in_thought, piece = True, piece[start + len(CHANNEL_OPEN):]
-            if piece.startswith("thought"):
-                piece = piece[len("thought"):].lstrip("\n")
+            self.in_thought, self.label, piece = True, "", piece[start + len(CHANNEL_OPEN):]
         return out
 
 
