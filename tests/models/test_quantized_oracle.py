@@ -105,8 +105,8 @@ def test_mlx_checkpoint_equals_load_time_quantization(oracle, mlx_checkpoints, q
     d = mlx_checkpoints[family]
     assert mb.validate(d).ok
     for device in DEVICES:
-        got = mb.load(d, device=device).logits(ref["ids"])
-        want = mb.load(os.path.join(oracle[family], "f32"), device=device, quantize="q4").logits(ref["ids"])
+        got = mb.load(d, device=device, precision="f32").logits(ref["ids"])
+        want = mb.load(os.path.join(oracle[family], "f32"), device=device, quantize="q4", precision="f32").logits(ref["ids"])
         np.testing.assert_array_equal(got, want)
         assert rel_err(got, ref["logits"]) <= 1e-4
 
