@@ -2,11 +2,27 @@
 
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "core/errors.h"
 
 namespace mb::runtime {
+
+// Marks a session busy for one call (Session::busy_).
+class Session::InUse {
+ public:
+  explicit InUse(Session& s) : s_(s) {
+    if (s_.busy_.exchange(true, std::memory_order_acquire))
+      throw InputError("this session is in use by another thread: give each thread its own session");
+  }
+  ~InUse() { s_.busy_.store(false, std::memory_order_release); }
+  InUse(const InUse&) = delete;
+  InUse& operator=(const InUse&) = delete;
+
+ private:
+  Session& s_;
+};
 
 Session::Session(std::shared_ptr<const gemma4::Gemma4Model> model, int64_t max_context)
     : model_(std::move(model)), max_context_(max_context) {
@@ -23,6 +39,11 @@ size_t Session::cache_bytes() const {
 }
 
 void Session::reset() {
+  InUse guard(*this);
+  clear();
+}
+
+void Session::clear() {
   for (auto& c : state_->caches) c.reset();
   state_->position = 0;
   state_->next_block = 0;
@@ -30,6 +51,7 @@ void Session::reset() {
 }
 
 bool Session::truncate(int64_t n) {
+  InUse guard(*this);
   if (n < 0 || n > state_->position) throw InputError(cat("truncate: ", n, " is outside [0, ", state_->position, "]"));
   for (const auto& c : state_->caches)
     if (!c.can_truncate(n)) return false;
@@ -81,7 +103,7 @@ void Session::roll_back(int64_t position) {
     for (auto& c : state_->caches) c.truncate(position);
     state_->position = position;
   } else {
-    reset();
+    clear();
   }
   have_logits_ = false;
 }
@@ -90,10 +112,16 @@ void Session::decode_batch(std::span<Session* const> sessions, const int32_t* id
   const size_t B = sessions.size();
   if (B == 0) throw InputError("decode_batch: no sessions");
   const Session& first = *sessions[0];
+  for (size_t b = 0; b < B; ++b)
+    for (size_t c = 0; c < b; ++c)
+      if (sessions[b] == sessions[c])
+        throw InputError(cat("decode_batch: sessions ", c, " and ", b, " are the same session"));
+  std::deque<InUse> guards;  // every session busy for the step (released in reverse on any exit)
   std::vector<gemma4::DecoderState*> states;
   std::vector<int64_t> before;
   for (size_t b = 0; b < B; ++b) {
     Session& s = *sessions[b];
+    guards.emplace_back(s);
     if (s.model_ != first.model_) throw InputError(cat("decode_batch: session ", b, " belongs to another model"));
     s.check_room(1);
     states.push_back(s.state_.get());
@@ -132,7 +160,7 @@ void Session::step_batch(std::span<Session* const> sessions, const int32_t* ids,
   if (samplers.size() != sessions.size())
     throw InputError(cat("step_batch: ", sessions.size(), " sessions but ", samplers.size(), " samplers"));
   decode_batch(sessions, ids);
-  for (size_t b = 0; b < sessions.size(); ++b) out[b] = sessions[b]->sample(*samplers[b]);
+  for (size_t b = 0; b < sessions.size(); ++b) out[b] = sessions[b]->sample(*samplers[b]);  // (each guarded)
 }
 
 Tensor Session::prefill(const int32_t* ids, int64_t T, bool all_logits) {
@@ -140,6 +168,7 @@ Tensor Session::prefill(const int32_t* ids, int64_t T, bool all_logits) {
 }
 
 Tensor Session::prefill_embeds(const Tensor& x, const int32_t* ids, const int32_t* block_ids, int64_t T, bool all_logits) {
+  InUse guard(*this);
   check_room(T);
   have_logits_ = false;
   Tensor out = all_logits ? Tensor::empty(DType::F32, {T, model_->config().text_config.vocab_size}) : last_logits_;
@@ -158,6 +187,7 @@ Tensor Session::prefill_embeds(const Tensor& x, const int32_t* ids, const int32_
 }
 
 Tensor Session::decode(int32_t id) {
+  InUse guard(*this);
   check_room(1);
   have_logits_ = false;
   run_forward([&] { model_->text().forward(*state_, &id, 1, false, last_logits_); });
@@ -167,6 +197,7 @@ Tensor Session::decode(int32_t id) {
 }
 
 int32_t Session::sample(Sampler& sampler) {
+  InUse guard(*this);
   if (!have_logits_) throw InputError("sample: the session has no logits yet (prefill or decode first)");
   return sampler.sample(last_logits_.data_as<const float>(), last_logits_.size(1));
 }

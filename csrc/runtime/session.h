@@ -2,6 +2,7 @@
 // of the last forward in a buffer the session owns. prefill / decode / step run the decoder; step samples
 // the next token in C++, so a generation loop never moves the [vocab] logits across the Python boundary.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -62,7 +63,11 @@ class Session {
   void run_forward(F&& forward);
   // Back to `position` after a failed forward (or empty, when a sliding ring cannot go back).
   void roll_back(int64_t position);
+  void clear();  // reset() without the in-use guard (called under one)
 
+  // Set while a call runs: a second thread using the same session gets an InputError, not a torn cache.
+  class InUse;
+  std::atomic<bool> busy_{false};
   std::shared_ptr<const gemma4::Gemma4Model> model_;
   int64_t max_context_;
   std::unique_ptr<gemma4::DecoderState> state_;

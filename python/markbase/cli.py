@@ -222,7 +222,12 @@ def cmd_chat(args) -> int:
             chat.reset()
             print("[conversation reset]")
             continue
-        result = _print_stream(chat.send(line, stream=True))
+        try:
+            result = _print_stream(chat.send(line, stream=True))
+        except KeyboardInterrupt:  # Ctrl-C stops this answer (the turn is taken back), not the chat
+            sys.stdout.write("\n[interrupted]\n")
+            sys.stdout.flush()
+            continue
         sys.stdout.write("\n")
         sys.stdout.flush()
         if args.verbose:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -93,26 +94,47 @@ def generation_defaults(path: str, config) -> dict:
     return out
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_real(v) -> bool:
+    """A finite real number (ints included, booleans and NaN / inf not)."""
+    return (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+            and math.isfinite(float(v)))
+
+
 def resolve_options(defaults: dict, **given) -> SamplingOptions:
+    """Sampling options: the checkpoint's defaults, then the caller's. Every value is checked here, in
+    Python, so a wrong type or range is an InputError naming the argument (never a TypeError from the
+    bindings, never a NaN reaching the sampler)."""
     opts = SamplingOptions(**{k: v for k, v in defaults.items() if k in SamplingOptions.__dataclass_fields__})
     for key, value in given.items():
         if value is not None and value is not _UNSET:
             setattr(opts, key, value)
-    if isinstance(opts.max_new_tokens, bool) or not isinstance(opts.max_new_tokens, int) or opts.max_new_tokens <= 0:
+    if not _is_int(opts.max_new_tokens) or opts.max_new_tokens <= 0:
         raise InputError(f"max_new_tokens must be a positive integer, got {opts.max_new_tokens!r}")
-    if not isinstance(opts.temperature, (int, float)) or opts.temperature < 0:
-        raise InputError(f"temperature must be >= 0, got {opts.temperature!r}")
-    if not isinstance(opts.top_p, (int, float)) or not 0 < opts.top_p <= 1:
+    if not _is_real(opts.temperature) or opts.temperature < 0:
+        raise InputError(f"temperature must be a finite number >= 0, got {opts.temperature!r}")
+    if not _is_real(opts.top_p) or not 0 < opts.top_p <= 1:
         raise InputError(f"top_p must be in (0, 1], got {opts.top_p!r}")
-    if not isinstance(opts.top_k, int) or opts.top_k < 0:
+    if not _is_int(opts.top_k) or opts.top_k < 0:
         raise InputError(f"top_k must be an integer >= 0, got {opts.top_k!r}")
-    if not isinstance(opts.min_p, (int, float)) or not 0 <= opts.min_p < 1:
+    if not _is_real(opts.min_p) or not 0 <= opts.min_p < 1:
         raise InputError(f"min_p must be in [0, 1), got {opts.min_p!r}")
-    if not isinstance(opts.repetition_penalty, (int, float)) or opts.repetition_penalty <= 0:
-        raise InputError(f"repetition_penalty must be > 0, got {opts.repetition_penalty!r}")
+    if not _is_real(opts.repetition_penalty) or opts.repetition_penalty <= 0:
+        raise InputError(f"repetition_penalty must be a finite number > 0, got {opts.repetition_penalty!r}")
+    for name in ("presence_penalty", "frequency_penalty"):
+        if not _is_real(getattr(opts, name)):
+            raise InputError(f"{name} must be a finite number, got {getattr(opts, name)!r}")
+    if not _is_int(opts.seed) or not 0 <= opts.seed < 2**64:
+        raise InputError(f"seed must be an integer in [0, 2**64), got {opts.seed!r}")
+    if not isinstance(opts.eos_ids, (list, tuple)) or not all(_is_int(e) and e >= 0 for e in opts.eos_ids):
+        raise InputError(f"eos_ids must be a list of token ids, got {opts.eos_ids!r}")
+    opts.max_new_tokens, opts.top_k, opts.seed = int(opts.max_new_tokens), int(opts.top_k), int(opts.seed)
     if isinstance(opts.stop, str):
         opts.stop = [opts.stop]
-    if not all(isinstance(s, str) and s for s in opts.stop):
+    if not isinstance(opts.stop, (list, tuple)) or not all(isinstance(s, str) and s for s in opts.stop):
         raise InputError("stop must be a string or a list of non-empty strings")
     return opts
 
@@ -365,7 +387,9 @@ class Chat:
 
     def send(self, content, stream: bool = False, **options):
         """Adds a user turn and generates the answer: a string, or with stream=True an iterator of pieces
-        whose final item is the GenerationResult."""
+        whose final item is the GenerationResult. A turn that does not complete (Ctrl-C, an error, a stream
+        closed early) leaves no trace: its user message is taken back, and the next turn rolls the cache back
+        to what the conversation holds."""
         self.messages.append({"role": "user", "content": content})
         gen = self._turn({**self.options, **options})
         if stream:
@@ -376,6 +400,16 @@ class Chat:
         return result.text
 
     def _turn(self, options: dict):
+        try:
+            yield from self._run_turn(options)
+        except BaseException:  # KeyboardInterrupt, GeneratorExit, errors: the turn is taken back
+            # The session may hold this turn's prompt and part of an answer beyond _fed: the next turn's
+            # common prefix with _fed (which ends before them) truncates it back.
+            if self.messages and self.messages[-1].get("role") == "user":
+                self.messages.pop()
+            raise
+
+    def _run_turn(self, options: dict):
         model = self.model
         opts = resolve_options(model.generation_defaults, **options)
         prompt = model._prompt(self.messages, **self.template_kwargs)  # as a fresh run tokenises it
