@@ -189,4 +189,13 @@ const TensorInfo& Checkpoint::info(const std::string& name) const { return file_
 
 Tensor Checkpoint::tensor(const std::string& name) const { return file_for(name).tensor(name); }
 
+void Checkpoint::check_unchanged() const {
+  for (const auto& f : files_) {
+    const std::string what = f->changed_on_disk();
+    if (!what.empty())
+      throw CheckpointError(cat(f->path(), ": ", what, " since the model was loaded; its weights are memory-mapped, "
+                                "so the model cannot go on reading them: load it again"));
+  }
+}
+
 }  // namespace mb::io

@@ -35,6 +35,8 @@ class Checkpoint {
   // The file holding `name`.
   const SafetensorsFile& file_for(const std::string& name) const;
   const std::vector<std::shared_ptr<SafetensorsFile>>& files() const { return files_; }
+  // CheckpointError naming the first file changed on disk under its mapping (SafetensorsFile::changed_on_disk).
+  void check_unchanged() const;
 
  private:
   [[noreturn]] void fail(const std::string& msg) const;

@@ -98,6 +98,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   if (!S_ISREG(st.st_mode)) f->fail("not a regular file");
   const uint64_t size = uint64_t(st.st_size);
   if (size < 8) f->fail(cat("file is ", size, " bytes, shorter than the 8-byte header length"));
+  f->inode_ = uint64_t(st.st_ino), f->device_ = uint64_t(st.st_dev);
+  f->mtime_ns_ = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 
   // The header length is checked against the file size and the maximum before anything else.
   uint8_t len_bytes[8];
@@ -125,6 +127,17 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   f->data_start_ = size_t(8 + n);
   f->parse_header(std::string_view(reinterpret_cast<const char*>(f->map_) + 8, size_t(n)));
   return f;
+}
+
+std::string SafetensorsFile::changed_on_disk() const {
+  struct stat st;
+  if (::stat(path_.c_str(), &st) != 0) return "";  // deleted: the mapping keeps the old file
+  if (uint64_t(st.st_ino) != inode_ || uint64_t(st.st_dev) != device_) return "";  // replaced: likewise
+  if (uint64_t(st.st_size) != map_size_)
+    return cat(uint64_t(st.st_size) < map_size_ ? "truncated" : "grown", " from ", map_size_, " to ",
+               uint64_t(st.st_size), " bytes");
+  if (int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec != mtime_ns_) return "modified in place";
+  return "";
 }
 
 void SafetensorsFile::parse_header(std::string_view header) {

@@ -77,6 +77,11 @@ class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
   size_t mapping_size() const { return map_size_; }
   // Offset of the data section from the start of the file (8 + header length).
   size_t data_start() const { return data_start_; }
+  // What changed in the file under the mapping since open ("" when nothing): the same file (inode)
+  // truncated, grown or modified. Reading a truncated file's lost pages would be a SIGBUS; a modified one
+  // mixes old and new weights. A file replaced at the path (a new inode) or deleted is not a change:
+  // the mapping keeps the old one whole. One stat: cheap enough for every session start.
+  std::string changed_on_disk() const;
 
  private:
   SafetensorsFile() = default;
@@ -88,6 +93,8 @@ class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
   const uint8_t* map_ = nullptr;
   size_t map_size_ = 0;
   size_t data_start_ = 0;
+  uint64_t inode_ = 0, device_ = 0;
+  int64_t mtime_ns_ = 0;
   std::vector<TensorInfo> infos_;  // in keys() order
   std::vector<std::string> keys_;
   std::unordered_map<std::string, size_t> index_;

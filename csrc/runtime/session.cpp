@@ -28,6 +28,7 @@ Session::Session(std::shared_ptr<const gemma4::Gemma4Model> model, int64_t max_c
     : model_(std::move(model)), max_context_(max_context) {
   if (max_context < 1 || max_context > model_->max_context())
     throw InputError(cat("session: max_context must be in [1, ", model_->max_context(), "], got ", max_context));
+  model_->check_files_unchanged();
   state_ = model_->text().new_state(max_context);
   last_logits_ = Tensor::empty(DType::F32, {1, model_->config().text_config.vocab_size});
 }
