@@ -87,6 +87,26 @@ def test_bad_config_names_the_field(mutate, field):
         parse_config(cfg)
 
 
+@pytest.mark.parametrize("mutate, field", [
+    (lambda c: c["text_config"].update(hidden_size=10**9), "hidden_size"),
+    (lambda c: c["text_config"].update(num_hidden_layers=10**7, layer_types=None), "num_hidden_layers"),
+    (lambda c: c["text_config"].update(intermediate_size=2**40), "intermediate_size"),
+    (lambda c: c["text_config"].update(vocab_size=10**12), "vocab_size"),
+    (lambda c: c["text_config"].update(max_position_embeddings=2**62), "max_position_embeddings"),
+    (lambda c: c["text_config"].update(eos_token_id=[1, 10**10]), "eos_token_id"),
+    (lambda c: c["text_config"].update(per_layer_config={"0": {"head_dim": 10**9}}), "per_layer_config.0.head_dim"),
+    (lambda c: c["vision_config"].update(num_hidden_layers=10**6), "num_hidden_layers"),
+    (lambda c: c["audio_config"].update(hidden_size=10**9), "hidden_size"),
+])
+def test_absurd_sizes_are_refused_from_the_config_alone(mutate, field):
+    """A config claiming a 10⁹-wide layer or 10⁷ layers is a ConfigError naming the field, before anything
+    is sized from it (sizes at most 2^24, layer counts at most 4096)."""
+    cfg = released("gemma-4-E2B-it")
+    mutate(cfg)
+    with pytest.raises(mb.ConfigError, match=field.replace(".", r"\.") + ".*(beyond what markbase accepts|16777216)"):
+        parse_config(cfg)
+
+
 def test_moe_config_needs_expert_counts():
     cfg = released("gemma-4-26B-A4B-it")
     cfg["text_config"]["top_k_experts"] = None

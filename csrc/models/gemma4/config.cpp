@@ -41,10 +41,16 @@ class Fields {
   bool has(const char* key) const { return get(key) != nullptr; }
   const std::string& where() const { return where_; }
 
-  int64_t integer(const char* key, int64_t fallback, int64_t minimum = 0) const {
+  // Every size in a config is at most kMaxSize: a config claiming a 10⁹-wide layer is refused here, from
+  // the config alone, before anything is sized from it (released Gemma 4 sizes are below 2^19).
+  static constexpr int64_t kMaxSize = int64_t(1) << 24;
+  // Layer counts are at most kMaxLayers (the largest Gemma 4 has 60).
+  static constexpr int64_t kMaxLayers = 4096;
+
+  int64_t integer(const char* key, int64_t fallback, int64_t minimum = 0, int64_t maximum = kMaxSize) const {
     const json::Value* v = get(key);
     if (!v) return fallback;
-    return integer_value(v, key, minimum);
+    return integer_value(v, key, minimum, maximum);
   }
   std::optional<int64_t> optional_integer(const char* key, std::optional<int64_t> fallback, int64_t minimum = 0) const {
     const json::Value* v = get(key);
@@ -52,12 +58,13 @@ class Fields {
     if (v->is(json::Kind::Null)) return std::nullopt;
     return integer_value(v, key, minimum);
   }
-  int64_t integer_value(const json::Value* v, const std::string& key, int64_t minimum) const {
+  int64_t integer_value(const json::Value* v, const std::string& key, int64_t minimum, int64_t maximum = kMaxSize) const {
     if (!v->is(json::Kind::Number) || !v->integral || (v->negative && v->magnitude != 0) ||
         v->magnitude > uint64_t(INT64_MAX))
       fail(key, cat("must be an integer, got ", show(v)));
     const int64_t x = v->negative ? -int64_t(v->magnitude) : int64_t(v->magnitude);
     if (x < minimum) fail(key, cat("must be >= ", minimum, ", got ", x));
+    if (x > maximum) fail(key, cat(x, " is beyond what markbase accepts (at most ", maximum, ")"));
     return x;
   }
   double number(const char* key, double fallback) const {
@@ -98,8 +105,8 @@ class Fields {
     }
     if (!v->is(json::Kind::Array)) fail(key, cat("must be an integer or a list of integers, got ", show(v)));
     for (const auto& item : v->items()) {
-      if (!item.is(json::Kind::Number) || !item.integral || item.negative)
-        fail(key, cat("must be an integer or a list of integers, got a list holding ", show(&item)));
+      if (!item.is(json::Kind::Number) || !item.integral || item.negative || item.magnitude > uint64_t(kMaxSize))
+        fail(key, cat("must be an integer in [0, ", kMaxSize, "] or a list of them, got a list holding ", show(&item)));
       out.push_back(int64_t(item.magnitude));
     }
     return out;
@@ -180,7 +187,7 @@ TextConfig parse_text(const json::Value& tc, bool unified, const std::string& wh
     t.use_bidirectional_attention = "vision";
     t.hidden_size_per_layer_input = 0;
   }
-  t.num_hidden_layers = f.integer("num_hidden_layers", t.num_hidden_layers, 1);
+  t.num_hidden_layers = f.integer("num_hidden_layers", t.num_hidden_layers, 1, Fields::kMaxLayers);
   t.hidden_size = f.integer("hidden_size", t.hidden_size, 1);
   t.num_attention_heads = f.integer("num_attention_heads", t.num_attention_heads, 1);
   t.num_key_value_heads = f.integer("num_key_value_heads", t.num_key_value_heads, 1);
@@ -313,7 +320,7 @@ VisionConfig parse_vision(const json::Value& vc, const std::string& where) {
   VisionConfig v;
   v.hidden_size = f.integer("hidden_size", v.hidden_size, 1);
   v.intermediate_size = f.integer("intermediate_size", v.intermediate_size, 1);
-  v.num_hidden_layers = f.integer("num_hidden_layers", v.num_hidden_layers, 1);
+  v.num_hidden_layers = f.integer("num_hidden_layers", v.num_hidden_layers, 1, Fields::kMaxLayers);
   v.num_attention_heads = f.integer("num_attention_heads", v.num_attention_heads, 1);
   v.num_key_value_heads = f.integer("num_key_value_heads", v.num_attention_heads, 1);
   v.head_dim = f.integer("head_dim", v.head_dim, 1);
@@ -343,7 +350,7 @@ AudioConfig parse_audio(const json::Value& ac, const std::string& where) {
   Fields f(ac, where + " audio_config");
   AudioConfig a;
   a.hidden_size = f.integer("hidden_size", a.hidden_size, 1);
-  a.num_hidden_layers = f.integer("num_hidden_layers", a.num_hidden_layers, 1);
+  a.num_hidden_layers = f.integer("num_hidden_layers", a.num_hidden_layers, 1, Fields::kMaxLayers);
   a.num_attention_heads = f.integer("num_attention_heads", a.num_attention_heads, 1);
   if (a.hidden_size % a.num_attention_heads)
     f.fail("num_attention_heads", cat(a.num_attention_heads, " does not divide hidden_size ", a.hidden_size));
