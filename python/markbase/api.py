@@ -25,7 +25,10 @@ def _resolve_device(device: str) -> str:
 def _as_ids(input_ids, vocab: int, what: str = "input_ids") -> np.ndarray:
     if isinstance(input_ids, (list, tuple)) and len(input_ids) and isinstance(input_ids[0], bool):
         raise InputError(f"{what} must be integers, got booleans")
-    arr = np.asarray(input_ids)
+    try:
+        arr = np.asarray(input_ids)
+    except (ValueError, TypeError, OverflowError) as e:  # ragged nesting, unconvertible items
+        raise InputError(f"{what} must be a sequence of integer token ids ({e})") from None
     if arr.size == 0:
         raise InputError(f"{what} is empty")
     if arr.dtype == object or arr.dtype.kind not in _TORCH_LIKE_INT_KINDS:
@@ -153,6 +156,13 @@ class Model:
         self.validation = report
         self._tokenizer = None
         self._media = None
+
+    def memory_plan(self) -> dict:
+        """What this model needs in memory, as planned at load (markbase/memory.py): mapped and quantized
+        weights, one session's KV cache at max_context (bytes per token, sliding rings), activations, the
+        total, and the memory that was available (None: unknown). Each further session at full context
+        adds its own KV cache and activations."""
+        return self._memory_plan.as_dict()
 
     @property
     def check_finite(self) -> bool:
@@ -417,7 +427,9 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     The checkpoint is validated against its config's weight table first: a missing, misshapen or
     unreadable tensor raises CheckpointError listing every finding. Weights are memory-mapped.
     dtype: "auto" / "f32" compute in f32 (bf16 and f16 weights are read in place, math in f32).
-    max_context: the longest sequence a session may hold (default: the config's max_position_embeddings).
+    max_context: the longest sequence a session may hold (default: the config's max_position_embeddings, or
+    the longest whose KV cache fits in the memory available; a max_context that does not fit is a
+    ConfigError stating the numbers: see memory_plan()).
     prefill_chunk: prompts are processed in chunks of at most this many tokens (bounds activation memory).
     preload: read every text weight page now (with a progress bar on a terminal for checkpoints over 1 GB)
     instead of on first use.
@@ -445,9 +457,8 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
 
     cfg = load_config(path)
     limit = cfg.text_config.max_position_embeddings
-    if max_context is None:
-        max_context = limit
-    if isinstance(max_context, bool) or not isinstance(max_context, int) or not 1 <= max_context <= limit:
+    if max_context is not None and (isinstance(max_context, bool) or not isinstance(max_context, int)
+                                    or not 1 <= max_context <= limit):
         raise InputError(f"load: max_context must be an integer in [1, {limit}] (max_position_embeddings), got {max_context!r}")
     if isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, int) or prefill_chunk < 1:
         raise InputError(f"load: prefill_chunk must be a positive integer, got {prefill_chunk!r}")
@@ -457,6 +468,12 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
         raise InputError(f"load: group_size must be 32, 64 or 128, got {group_size!r}")
     if precision not in ("auto", "f32"):
         raise InputError(f"load: precision must be 'auto' or 'f32', got {precision!r}")
+    # Memory bounds before anything is allocated: a max_context whose KV cache does not fit is refused
+    # with the numbers; without one, the longest that fits (markbase/memory.py).
+    from .memory import choose_max_context, plan_for
+
+    plan = plan_for(path, cfg, prefill_chunk, _QUANTIZE_BITS[quantize], max_context or limit)
+    max_context = choose_max_context(plan, limit, max_context)
     if preload:
         # The PLE table is gathered row by row, never read whole: leave it to the page cache.
         ckpt = open_checkpoint(path)
@@ -465,4 +482,6 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
                  progress)
     core = _core.gemma4.Model.load(path, device, max_context, prefill_chunk, _QUANTIZE_BITS[quantize], group_size,
                                    precision == "auto")
-    return Model(path, core, report)
+    model = Model(path, core, report)
+    model._memory_plan = plan
+    return model

@@ -118,8 +118,8 @@ def resolve_options(defaults: dict, **given) -> SamplingOptions:
         raise InputError(f"temperature must be a finite number >= 0, got {opts.temperature!r}")
     if not _is_real(opts.top_p) or not 0 < opts.top_p <= 1:
         raise InputError(f"top_p must be in (0, 1], got {opts.top_p!r}")
-    if not _is_int(opts.top_k) or opts.top_k < 0:
-        raise InputError(f"top_k must be an integer >= 0, got {opts.top_k!r}")
+    if not _is_int(opts.top_k) or not 0 <= opts.top_k < 2**31:
+        raise InputError(f"top_k must be an integer in [0, 2**31), got {opts.top_k!r}")
     if not _is_real(opts.min_p) or not 0 <= opts.min_p < 1:
         raise InputError(f"min_p must be in [0, 1), got {opts.min_p!r}")
     if not _is_real(opts.repetition_penalty) or opts.repetition_penalty <= 0:

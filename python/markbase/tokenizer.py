@@ -36,11 +36,16 @@ class Tokenizer:
                     self.config = json.loads(f.read().decode("utf-8"))
             except (ValueError, UnicodeDecodeError) as e:
                 raise CheckpointError(f"{cfg_path}: not valid JSON ({e})") from None
+            if not isinstance(self.config, dict):
+                raise CheckpointError(f"{cfg_path}: the top level must be a JSON object, got {type(self.config).__name__}")
         self.chat_template: str | None = None
         jinja_path = os.path.join(d, "chat_template.jinja")
         if os.path.exists(jinja_path):
-            with open(jinja_path, encoding="utf-8") as f:
-                self.chat_template = f.read()
+            try:
+                with open(jinja_path, encoding="utf-8") as f:
+                    self.chat_template = f.read()
+            except UnicodeDecodeError as e:
+                raise CheckpointError(f"{jinja_path}: not UTF-8 text ({e})") from None
         elif isinstance(self.config.get("chat_template"), str):
             self.chat_template = self.config["chat_template"]
         self.bos_token = self._token_text("bos_token", BOS)
