@@ -23,16 +23,10 @@ def _text_config(checkpoint: str) -> dict:
 
 
 def checkpoint_decode_bytes(checkpoint: str) -> int:
-    """Bytes of stored text weights read per decode step (as bench/bench_decode.py counts them)."""
-    from markbase.io import open_checkpoint
+    """Bytes of stored text weights read per decode step (markbase.memory.text_weight_bytes)."""
+    from markbase.memory import text_weight_bytes
 
-    ckpt = open_checkpoint(checkpoint)
-    total = 0
-    for name in ckpt.keys():
-        if name.startswith(_TEXT) and "embed_tokens_per_layer" not in name:
-            lo, hi = ckpt.offsets(name)
-            total += hi - lo
-    return total
+    return text_weight_bytes(checkpoint)
 
 
 def _keys_attended(rows: range, window: int | None) -> int:

@@ -29,16 +29,9 @@ def real_checkpoint():
 
 
 def bytes_per_token(model) -> int:
-    from markbase.io import open_checkpoint
+    from markbase.memory import text_weight_bytes
 
-    ckpt = open_checkpoint(model.path)
-    total = 0
-    for name in ckpt.keys():
-        if "embed_tokens_per_layer" in name or not name.startswith("model.language_model."):
-            continue
-        lo, hi = ckpt.offsets(name)
-        total += hi - lo
-    return total
+    return text_weight_bytes(model.path, model.config)
 
 
 def test_decode(benchmark, real_checkpoint, memory_bandwidth, summary):

@@ -99,18 +99,26 @@ def kv_sizes(text_config, prefill_chunk: int) -> tuple[int, int, int]:
     return per_token, ring_slot, text_config.sliding_window - 1 + prefill_chunk
 
 
-def plan_for(path: str, config, prefill_chunk: int, quantize_bits: int, max_context: int,
-             arena_bytes: int = ARENA_ALLOWANCE) -> MemoryPlan:
+def text_weight_bytes(path: str, config=None) -> int:
+    """Bytes of stored text weights a decode step reads: every text tensor but the PLE table (a gather of
+    one row per token), the tied embedding counted once (as the LM head)."""
     from .io import open_checkpoint
+    from .models.gemma4 import load_config
     from .models.gemma4.weights import text_prefix
 
     ckpt = open_checkpoint(path)
-    prefix = text_prefix(config)
-    mapped = 0
+    prefix = text_prefix(config if config is not None else load_config(path))
+    total = 0
     for name in ckpt.keys():
         if name.startswith(prefix) and "embed_tokens_per_layer" not in name:
             lo, hi = ckpt.offsets(name)
-            mapped += hi - lo
+            total += hi - lo
+    return total
+
+
+def plan_for(path: str, config, prefill_chunk: int, quantize_bits: int, max_context: int,
+             arena_bytes: int = ARENA_ALLOWANCE) -> MemoryPlan:
+    mapped = text_weight_bytes(path, config)
     resident = 0
     if quantize_bits:  # the quantized copy replaces the mapped matrices: about bits/16 of their bf16 bytes
         resident = int(mapped * (quantize_bits + 1) / 16)
