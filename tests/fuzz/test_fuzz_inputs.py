@@ -11,10 +11,11 @@ import struct
 import tempfile
 import wave
 import zlib
+from datetime import timedelta
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import markbase as mb
@@ -23,7 +24,9 @@ from markbase.testing import make_checkpoint
 from markbase.testing.released import RELEASED
 from markbase.tokenizer import Tokenizer
 
-from .conftest import FUZZ
+EXAMPLES = int(os.environ.get("MARKBASE_FUZZ_EXAMPLES", "2000"))
+FUZZ = settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=timedelta(seconds=10),
+                suppress_health_check=list(HealthCheck))
 
 # Values a JSON field may hold, hostile ones included.
 JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
