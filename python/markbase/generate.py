@@ -240,7 +240,7 @@ class SequenceRun:
         self.finish, self.stop_hit = "length", None
         self.ttft = 0.0
         self.done = False
-        self.t_decode = time.perf_counter()
+        self.t_decode = 0.0  # set by first_token
         self.decode_s = 0.0
 
     @property

@@ -227,9 +227,10 @@ void TextDecoder::forward_batch(std::span<DecoderState* const> states, const int
       if (states[size_t(b)] == states[size_t(c)])
         throw InputError(cat("forward_batch: sequences ", c, " and ", b, " are the same session"));
   // Groups of at most max_chunk rows, each through the arena of its first sequence.
+  thread_local std::vector<RowSegment> segs;  // reused: no heap allocation per batched step once warm
   for (int64_t s = 0; s < B; s += settings_.max_chunk) {
     const int64_t n = std::min(settings_.max_chunk, B - s);
-    std::vector<RowSegment> segs;
+    segs.clear();
     for (int64_t b = 0; b < n; ++b) segs.push_back({states[size_t(s + b)], b, 1});
     DecoderState& work = *states[size_t(s)];
     reserve_chunk(work, n);

@@ -203,14 +203,10 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
             return kind, value
 
     async def collect(job: Job, request: Request) -> GenerationResult:
-        try:
-            while True:
-                kind, value = await next_event(job, request)
-                if kind == "done":
-                    return value
-        except asyncio.CancelledError:
-            job.cancel()
-            raise
+        while True:  # (next_event cancels the job when the client is gone)
+            kind, value = await next_event(job, request)
+            if kind == "done":
+                return value
 
     async def stream(job: Job, request: Request, first: dict, make_chunk, finish):
         """A StreamingResponse: `first` (the role chunk, if any), then make_chunk(text) per piece, finish(result).

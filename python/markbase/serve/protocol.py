@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 from typing import Any, Literal, Optional, Union
 
@@ -128,8 +129,6 @@ def _text_of(content: Any, where: str) -> str:
 
 
 def _tool_call(call: Any, where: str) -> dict:
-    import json
-
     fn = call.get("function") if isinstance(call, dict) else None
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
         raise ApiError(400, f"{where}: a tool call needs function.name", where)
