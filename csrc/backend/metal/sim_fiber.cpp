@@ -9,6 +9,10 @@
 
 #include "core/errors.h"
 
+#if MB_SIM_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #if MB_SIM_ASM_FIBERS
 // mb_sim_switch(void** save_sp, void* new_sp): pushes the callee-saved registers and the SSE / x87
 // control words, stores the stack pointer, switches to new_sp and pops the same frame from there.
@@ -62,6 +66,7 @@ extern "C" void mb_sim_trampoline();
 namespace mb::metal::sim {
 
 FiberStack::FiberStack(size_t bytes) {
+  if (MB_SIM_ASAN) bytes *= 4;  // ASan's redzones make every frame several times larger
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
   size_ = (bytes + page - 1) / page * page;
   map_bytes_ = size_ + page;
@@ -75,6 +80,45 @@ FiberStack::FiberStack(size_t bytes) {
 FiberStack::~FiberStack() {
   if (map_) munmap(map_, map_bytes_);
 }
+
+namespace {
+
+thread_local FiberContext* t_switched_from = nullptr;  // the context that made the latest switch
+
+// Tells ASan the switch from the running stack to `to` is done, and learns the bounds of the stack left.
+void finish_switch([[maybe_unused]] void* fake_stack) {
+#if MB_SIM_ASAN
+  __sanitizer_finish_switch_fiber(fake_stack, &t_switched_from->stack_bottom, &t_switched_from->stack_size);
+#endif
+}
+
+// Where every prepared fiber starts: completes the switch that started it, then runs its function.
+void fiber_entry(void* context) {
+  auto* ctx = static_cast<FiberContext*>(context);
+  finish_switch(nullptr);
+  ctx->fn(ctx->arg);
+  std::abort();  // fn switches away for good and never returns
+}
+
+void raw_switch(FiberContext& from, FiberContext& to);
+
+// `keep`: the running fiber will be resumed (ASan keeps its fake stack); false frees it.
+void annotated_switch(FiberContext& from, FiberContext& to, bool keep) {
+#if MB_SIM_ASAN
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(keep ? &fake_stack : nullptr, to.stack_bottom, to.stack_size);
+  t_switched_from = &from;
+  raw_switch(from, to);
+  finish_switch(fake_stack);
+#else
+  raw_switch(from, to);
+#endif
+}
+
+}  // namespace
+
+void fiber_switch(FiberContext& from, FiberContext& to) { annotated_switch(from, to, true); }
+void fiber_exit(FiberContext& from, FiberContext& to) { annotated_switch(from, to, false); }
 
 #if MB_SIM_ASM_FIBERS
 
@@ -92,22 +136,26 @@ void fiber_prepare(FiberContext& ctx, FiberStack& stack, void (*fn)(void*), void
   f[1] = mxcsr;
   f[2] = 0;                                      // r15
   f[3] = 0;                                      // r14
-  f[4] = reinterpret_cast<uint64_t>(fn);         // r13
-  f[5] = reinterpret_cast<uint64_t>(arg);        // r12
+  f[4] = reinterpret_cast<uint64_t>(&fiber_entry);  // r13
+  f[5] = reinterpret_cast<uint64_t>(&ctx);          // r12
   f[6] = 0;                                      // rbx
   f[7] = 0;                                      // rbp
   f[8] = reinterpret_cast<uint64_t>(&mb_sim_trampoline);
   ctx.sp = f;
+  ctx.fn = fn;
+  ctx.arg = arg;
+  ctx.stack_bottom = stack.lo();
+  ctx.stack_size = stack.size();
 }
 
-void fiber_switch(FiberContext& from, FiberContext& to) { mb_sim_switch(&from.sp, to.sp); }
+namespace {
+void raw_switch(FiberContext& from, FiberContext& to) { mb_sim_switch(&from.sp, to.sp); }
+}  // namespace
 
 #else
 
 static void ucontext_entry(unsigned hi, unsigned lo) {
-  auto* ctx = reinterpret_cast<FiberContext*>((uintptr_t(hi) << 32) | uintptr_t(lo));
-  ctx->fn(ctx->arg);
-  std::abort();  // fn switches away for good and never returns
+  fiber_entry(reinterpret_cast<FiberContext*>((uintptr_t(hi) << 32) | uintptr_t(lo)));
 }
 
 void fiber_prepare(FiberContext& ctx, FiberStack& stack, void (*fn)(void*), void* arg) {
@@ -117,13 +165,17 @@ void fiber_prepare(FiberContext& ctx, FiberStack& stack, void (*fn)(void*), void
   ctx.uc.uc_link = nullptr;
   ctx.fn = fn;
   ctx.arg = arg;
+  ctx.stack_bottom = stack.lo();
+  ctx.stack_size = stack.size();
   uintptr_t p = reinterpret_cast<uintptr_t>(&ctx);
   makecontext(&ctx.uc, reinterpret_cast<void (*)()>(&ucontext_entry), 2, unsigned(uint64_t(p) >> 32), unsigned(p & 0xffffffffu));
 }
 
-void fiber_switch(FiberContext& from, FiberContext& to) {
+namespace {
+void raw_switch(FiberContext& from, FiberContext& to) {
   if (swapcontext(&from.uc, &to.uc) != 0) std::abort();
 }
+}  // namespace
 
 #endif
 

@@ -11,6 +11,19 @@
 #include <ucontext.h>
 #endif
 
+// AddressSanitizer must be told about every stack switch (its fake stacks and stack bounds follow the
+// running fiber); without it, an exception thrown on a fiber stack draws false reports.
+#if defined(__SANITIZE_ADDRESS__)
+#define MB_SIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MB_SIM_ASAN 1
+#endif
+#endif
+#ifndef MB_SIM_ASAN
+#define MB_SIM_ASAN 0
+#endif
+
 namespace mb::metal::sim {
 
 // A stack with an inaccessible guard page below it (a kernel overflowing it faults instead of
@@ -36,9 +49,12 @@ struct FiberContext {
   void* sp = nullptr;
 #else
   ucontext_t uc;
-  void (*fn)(void*) = nullptr;
-  void* arg = nullptr;
 #endif
+  void (*fn)(void*) = nullptr;  // what a prepared fiber runs first
+  void* arg = nullptr;
+  // The stack this context runs on (the scheduler's is learned at its first switch); for ASan.
+  const void* stack_bottom = nullptr;
+  size_t stack_size = 0;
 };
 
 // Prepares `ctx` to start fn(arg) on `stack` the next time it is switched to. fn must never return
@@ -46,5 +62,7 @@ struct FiberContext {
 void fiber_prepare(FiberContext& ctx, FiberStack& stack, void (*fn)(void*), void* arg);
 // Saves the running context into `from` and resumes `to`.
 void fiber_switch(FiberContext& from, FiberContext& to);
+// The last switch of a fiber whose function has ended: `from` is never resumed (until prepared anew).
+void fiber_exit(FiberContext& from, FiberContext& to);
 
 }  // namespace mb::metal::sim

@@ -118,7 +118,7 @@ void GroupRunner::fiber_main(void* arg) {
   const int i = int(reinterpret_cast<intptr_t>(arg));
   g.run_thread(i);
   g.thread_done(i);
-  fiber_switch(g.thread_[size_t(i)].ctx, g.scheduler_);
+  fiber_exit(g.thread_[size_t(i)].ctx, g.scheduler_);
   std::abort();  // a finished fiber is never resumed
 }
 
