@@ -19,7 +19,10 @@ def test_decode_steps_allocate_nothing_on_cpu(oracle, load_model, family):
     # The first steps size the sampler's per-token tables once: the counter sees those allocations.
     first = _core.gemma4._heap_allocations_over_steps(sess._s, 5, sampler, 2)
     assert first > 0
-    assert _core.gemma4._heap_allocations_over_steps(sess._s, 5, sampler, 32) == 0
+    # Pool workers grow their thread-local scratch (one-time) the first time the dynamic split hands them
+    # a given op, which can happen after the warm-up; a per-step allocation shows in every window.
+    windows = [_core.gemma4._heap_allocations_over_steps(sess._s, 5, sampler, 32) for _ in range(3)]
+    assert 0 in windows, f"heap allocations in each of three 32-step windows: {windows}"
 
 
 def test_step_returns_what_decode_then_sample_returns(oracle, load_model):
