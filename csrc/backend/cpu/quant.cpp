@@ -255,7 +255,9 @@ bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x1
   for (int64_t g = 0; g < K / gs; ++g) {
     const float* xg = x + g * gs;
     float amax = 0.f;
-    for (int j = 0; j < gs; ++j) amax = std::max(amax, std::fabs(xg[j]));
+    // Written so that a NaN makes amax NaN (std::max(amax, NaN) would keep amax and let the NaN through).
+    for (int j = 0; j < gs; ++j)
+      if (!(std::fabs(xg[j]) <= amax)) amax = std::fabs(xg[j]);
     if (!std::isfinite(amax)) return false;
     dx[g] = amax / 32767.f;
     const float inv = amax > 0.f ? 32767.f / amax : 0.f;
@@ -310,7 +312,7 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
   const ST* scales = w.scales.data_as<const ST>();
   const ST* biases = w.biases.data_as<const ST>();
   const float* P = prep.data();  // (a thread_local named inside the lambda would be each worker's own)
-  const int16_t* P16 = prep16.data();
+  const int16_t* P16 = x16 ? prep16.data() : nullptr;  // the 16-bit activations, when the x16 kernels run
   const uint8_t* q = w.q.data_as<const uint8_t>();
   // Rows are cut into blocks of kTileRows streams of S consecutive rows, ~kStreamBytes each; a tile takes
   // row j of every stream, so each stream walks contiguous memory the hardware prefetchers follow (short
@@ -319,12 +321,14 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
   const int64_t S = std::max<int64_t>(1, (kStreamBytes + row_bytes - 1) / row_bytes);
   const int64_t block_rows = kTileRows * S, nblocks = (N + block_rows - 1) / block_rows;
   const int64_t threads = std::min<int64_t>(ThreadPool::global().num_threads(), nblocks);
+  // Row m of the 16-bit activations; none when the f32 kernels run (no offset applied to a null pointer).
+  auto x16_row = [&](int64_t m) { return P16 ? P16 + m * K : nullptr; };
   // x row m against rows n0, n0 + stride, ... (a whole tile, or one row).
   auto run_rows = [&](int64_t n0, int64_t stride, bool whole, float* res) {
     for (int64_t m = 0; m < M; ++m) {
       const float* xsum = P + m * per_row;
       const GemvArgs a{X + m * K,  xsum + 2 * G, xsum + 2 * G + K / 2, xsum, q + n0 * row_bytes, stride * row_bytes,
-                       G,          gs,           stride * G,           row_bytes, P16 + m * K,   xsum + G};
+                       G,          gs,           stride * G,           row_bytes, x16_row(m),    xsum + G};
       (whole ? tile : tile1)(a, scales + n0 * G, biases + n0 * G, res);
       for (int r = 0; r < (whole ? kTileRows : 1); ++r)
         Y[m * N + n0 + r * stride] = res[r] + bias_at(bias, n0 + r * stride);
