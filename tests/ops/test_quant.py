@@ -218,13 +218,15 @@ def test_linear_quantized_int16_activations(M, N, K, bits, group_size):
 
 
 def test_linear_quantized_int16_activations_edge_rows():
-    """A zero group (dx = 0), huge and tiny magnitudes, and a NaN row: the 16-bit path stays finite where x is
+    """A zero group (dx = 0), huge, tiny and near-underflow magnitudes, and a NaN row: the 16-bit path stays finite where x is
     and lets a NaN through (it falls back to the f32 kernels), never turns it into a number."""
     K, N = 128, 16
     x = rng(5).normal(size=(3, K)).astype(np.float32)
     x[0, :64] = 0
     x[1, :64] *= 1e30
     x[1, 64:] *= 1e-30
+    x[0, 64:] *= 1e-37  # 32767 / max|x| overflows a float here; the zeros among them must stay zeros
+    x[0, 64::3] = 0
     w = (rng(6).normal(size=(N, K)) * 0.5).astype(np.float32)
     q, s, b = ops.quantize(w, bits=4, group_size=64, scale_dtype="f32")
     deq = ops.dequantize(q, s, b, bits=4, group_size=64).numpy().astype(np.float64)

@@ -255,16 +255,20 @@ bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x1
   for (int64_t g = 0; g < K / gs; ++g) {
     const float* xg = x + g * gs;
     float amax = 0.f;
-    // Written so that a NaN makes amax NaN (std::max(amax, NaN) would keep amax and let the NaN through).
-    for (int j = 0; j < gs; ++j)
-      if (!(std::fabs(xg[j]) <= amax)) amax = std::fabs(xg[j]);
+    // A NaN must end the scan (std::max(amax, NaN) keeps amax, and a later element would replace a NaN amax).
+    for (int j = 0; j < gs; ++j) {
+      const float a = std::fabs(xg[j]);
+      if (std::isnan(a)) return false;
+      amax = std::max(amax, a);
+    }
     if (!std::isfinite(amax)) return false;
     dx[g] = amax / 32767.f;
-    const float inv = amax > 0.f ? 32767.f / amax : 0.f;
+    // In double: for amax below ~1e-34, 32767 / amax overflows a float and 0 * inf would be NaN.
+    const double inv = amax > 0.f ? 32767.0 / double(amax) : 0.0;
     for (int j = 0; j < gs; ++j) {
       const int64_t k = g * gs + j;
       const int64_t at = deinterleave ? (k & 1) * (K / 2) + k / 2 : k;
-      x16[at] = int16_t(std::clamp(std::nearbyint(xg[j] * inv), -32767.f, 32767.f));
+      x16[at] = int16_t(std::clamp(std::nearbyint(double(xg[j]) * inv), -32767.0, 32767.0));
     }
   }
   return true;
