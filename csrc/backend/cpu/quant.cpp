@@ -263,12 +263,14 @@ bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x1
     }
     if (!std::isfinite(amax)) return false;
     dx[g] = amax / 32767.f;
-    // In double: for amax below ~1e-34, 32767 / amax overflows a float and 0 * inf would be NaN.
-    const double inv = amax > 0.f ? 32767.0 / double(amax) : 0.0;
+    const float inv = amax > 0.f ? 32767.f / amax : 0.f;
+    // For amax below ~1e-34, 32767 / amax overflows a float (0 * inf would be NaN): that group scales in double.
+    const double inv_tiny = std::isinf(inv) ? 32767.0 / double(amax) : 0.0;
     for (int j = 0; j < gs; ++j) {
       const int64_t k = g * gs + j;
       const int64_t at = deinterleave ? (k & 1) * (K / 2) + k / 2 : k;
-      x16[at] = int16_t(std::clamp(std::nearbyint(double(xg[j]) * inv), -32767.0, 32767.0));
+      const float scaled = std::isinf(inv) ? float(double(xg[j]) * inv_tiny) : xg[j] * inv;
+      x16[at] = int16_t(std::clamp(std::nearbyint(scaled), -32767.f, 32767.f));
     }
   }
   return true;
