@@ -4,6 +4,17 @@
 #include <limits>
 #include <system_error>
 #include <unordered_set>
+#include <version>
+
+// Apple's libc++ has no floating-point std::from_chars before macOS 26 (nor __cpp_lib_to_chars):
+// numbers are converted there by strtod_l in the C locale instead (see parse_number).
+#if !defined(__cpp_lib_to_chars)
+#include <locale.h>
+#include <stdlib.h>
+#if defined(__APPLE__)
+#include <xlocale.h>
+#endif
+#endif
 
 #include "core/errors.h"
 
@@ -313,6 +324,7 @@ class Parser {
     // Locale-independent; a literal beyond double's range gives ±inf (from_chars reports it, value unset).
     const char* first = t_.data() + start;
     const char* last = t_.data() + pos_;
+#if defined(__cpp_lib_to_chars)
     auto [ptr, ec] = std::from_chars(first, last, v.number);
     if (ec == std::errc::result_out_of_range) {
       // from_chars leaves the value unset: underflow (tiny exponent) is 0, overflow is ±inf.
@@ -322,6 +334,12 @@ class Parser {
       v.number = tiny ? 0.0 : std::numeric_limits<double>::infinity();
       if (v.negative) v.number = -v.number;
     }
+#else
+    // Same results as the branch above: strtod rounds correctly, gives ±inf on overflow and the subnormal
+    // or ±0 on underflow. The copy ends the literal: the text is no C string (a mapped header).
+    static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", nullptr);
+    v.number = strtod_l(std::string(first, last).c_str(), nullptr, c_locale);
+#endif
   }
 };
 

@@ -45,6 +45,15 @@ using json::Value;
 
 std::string offsets_str(uint64_t b, uint64_t e) { return cat("[", b, ", ", e, "]"); }
 
+// Modification time in nanoseconds (macOS names the field st_mtimespec).
+int64_t mtime_ns(const struct stat& st) {
+#if defined(__APPLE__)
+  return int64_t(st.st_mtimespec.tv_sec) * 1000000000 + st.st_mtimespec.tv_nsec;
+#else
+  return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+#endif
+}
+
 // RAII file descriptor.
 struct Fd {
   int fd = -1;
@@ -99,7 +108,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   const uint64_t size = uint64_t(st.st_size);
   if (size < 8) f->fail(cat("file is ", size, " bytes, shorter than the 8-byte header length"));
   f->inode_ = uint64_t(st.st_ino), f->device_ = uint64_t(st.st_dev);
-  f->mtime_ns_ = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  f->mtime_ns_ = mtime_ns(st);
 
   // The header length is checked against the file size and the maximum before anything else.
   uint8_t len_bytes[8];
@@ -136,7 +145,7 @@ std::string SafetensorsFile::changed_on_disk() const {
   if (uint64_t(st.st_size) != map_size_)
     return cat(uint64_t(st.st_size) < map_size_ ? "truncated" : "grown", " from ", map_size_, " to ",
                uint64_t(st.st_size), " bytes");
-  if (int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec != mtime_ns_) return "modified in place";
+  if (mtime_ns(st) != mtime_ns_) return "modified in place";
   return "";
 }
 
