@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "sim/device_ptr.h"
+#include "sim/runtime.h"
 #include "sim/types.h"
 
 namespace metal {
@@ -21,8 +22,12 @@ typedef atomic<uint> atomic_uint;
 typedef atomic<float> atomic_float;
 
 namespace sim_detail {
-template <class T> inline atomic<T>* ptr(atomic<T>* p) { return p; }
-template <class T> inline atomic<T>* ptr(volatile atomic<T>* p) { return const_cast<atomic<T>*>(p); }
+// A plain pointer is threadgroup (or thread) memory: the full checks count its bytes as written.
+template <class T> inline atomic<T>* ptr(atomic<T>* p) {
+  ::metal_sim::rt::note_threadgroup_atomic(p, sizeof(T));
+  return p;
+}
+template <class T> inline atomic<T>* ptr(volatile atomic<T>* p) { return ptr(const_cast<atomic<T>*>(p)); }
 template <class T> inline atomic<T>* ptr(::metal_sim::device_ptr<atomic<T>> p) { return p.checked_range(0, 1); }
 template <class T> inline std::atomic_ref<T> ref(atomic<T>* p) { return std::atomic_ref<T>(p->value); }
 template <class P> using value_of = decltype(ptr(std::declval<P>())->value);

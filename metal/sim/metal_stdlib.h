@@ -35,7 +35,7 @@
   using MB_SIM_CAT(mb_tg_type_, id) = T __VA_ARGS__;                                              \
   MB_SIM_CAT(mb_tg_type_, id)& name = *static_cast<MB_SIM_CAT(mb_tg_type_, id)*>(                 \
       ::metal_sim::rt::threadgroup_alloc(&MB_SIM_CAT(mb_tg_key_, id), sizeof(MB_SIM_CAT(mb_tg_type_, id)), \
-                                         alignof(MB_SIM_CAT(mb_tg_type_, id))))
+                                         alignof(MB_SIM_CAT(mb_tg_type_, id)), #name))
 
 // Registers a kernel in the sim's table under its own name (a no-op on Apple).
 #define MB_REGISTER_KERNEL(name) \

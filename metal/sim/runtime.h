@@ -72,13 +72,15 @@ void register_kernel(const KernelInfo& info);
 // A kernel-side check failed (e.g. an unsupported use of a built-in): throws mb::DeviceError.
 [[noreturn]] void fail(const char* what);
 
-// Blocks until every thread of the threadgroup has arrived.
-void threadgroup_barrier();
+// Blocks until every thread of the threadgroup has arrived. `mem_flags` is MSL's mem_flags bit set: with
+// mem_threadgroup (2) the barrier also orders threadgroup memory (full checks start a new race epoch).
+void threadgroup_barrier(unsigned mem_flags);
 // Blocks until every active lane of the calling thread's simdgroup has arrived.
-void simdgroup_barrier();
+void simdgroup_barrier(unsigned mem_flags);
 
 // One simd_* exchange: each active lane deposits `bytes` (<= kSimdSlotBytes) and waits for the others.
 // Afterwards `slots + lane * kSimdSlotBytes` holds lane's value for every lane set in `active`.
+// With full checks every lane of a round must come from the same call (the caller's return address).
 struct SimdRound {
   const unsigned char* slots;
   uint32_t active;  // bit l: lane l took part (lanes that returned from the kernel are inactive)
@@ -86,9 +88,24 @@ struct SimdRound {
 };
 SimdRound simd_exchange(const void* value, size_t bytes);
 
+// A simdgroup_matrix load / store / multiply. With full checks it is a collective step that all 32 lanes
+// of the simdgroup must reach together at the same call; without, it returns at once.
+struct MatrixStep {
+  uint32_t lane;     // the caller's lane
+  bool distribute;   // full checks: a store into threadgroup memory writes only this lane's share
+};
+MatrixStep simdgroup_matrix_step();
+// True when `p` points into the running threadgroup's threadgroup memory.
+bool is_threadgroup_memory(const void* p);
+// An atomic operation on threadgroup memory: its bytes count as written (atomics are exempt from the race
+// check, and the sim does not see them otherwise).
+void note_threadgroup_atomic(const void* p, size_t bytes);
+
 // Threadgroup storage declared in a kernel body (MB_THREADGROUP): the first thread of the group to
-// reach the declaration allocates, the others get the same memory. `key` identifies the declaration.
-// New storage is filled with 0xFF bytes (NaN for floats), as Metal leaves it undefined.
-void* threadgroup_alloc(const void* key, size_t bytes, size_t align);
+// reach the declaration allocates, the others get the same memory. `key` identifies the declaration,
+// `name` is the variable's name (for error messages).
+// New storage is filled with 0xFF bytes (NaN for floats), as Metal leaves it undefined; with full checks
+// reading a byte no thread has written is an error.
+void* threadgroup_alloc(const void* key, size_t bytes, size_t align, const char* name);
 
 }  // namespace metal_sim::rt

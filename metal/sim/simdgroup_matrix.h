@@ -1,9 +1,16 @@
 // metal-sim: simdgroup_matrix<T, 8, 8>. On a GPU the 64 elements are spread over the 32 lanes; in the
 // sim every lane holds the whole matrix and performs each load / store / multiply itself, so all lanes
-// hold identical values (stores write the same bytes once per lane). Products accumulate in float.
+// hold identical values. Products accumulate in float.
+// With full checks (MARKBASE_SIM_CHECKS=full) each load / store / multiply is a collective step all 32
+// lanes must reach together (rt::simdgroup_matrix_step), and a store into threadgroup memory writes
+// each element from one lane only (lane = element index mod 32), as the GPU's lanes each store their
+// share: a lane reading another lane's share without a barrier is then a reported race. Otherwise every
+// lane stores the whole matrix (the same bytes once per lane).
 // thread_elements() (Apple's per-lane element layout) is not provided.
 #pragma once
 #include "sim/device_ptr.h"
+#include "sim/runtime.h"
+#include "sim/simd.h"
 #include "sim/types.h"
 
 namespace metal {
@@ -38,10 +45,13 @@ inline void load(simdgroup_matrix<T, R, C>& d, ulong elements_per_row, ulong2 or
       d.e[r][c] = read(row * elements_per_row + col);
     }
 }
+// Elements whose index r * C + c is `lane` mod 32, or all of them when lane < 0.
 template <class T, int R, int C, class Write>
-inline void store(const simdgroup_matrix<T, R, C>& a, ulong elements_per_row, ulong2 origin, bool transpose, Write write) {
+inline void store(const simdgroup_matrix<T, R, C>& a, ulong elements_per_row, ulong2 origin, bool transpose, Write write,
+                  int lane = -1) {
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) {
+      if (lane >= 0 && (r * C + c) % 32 != lane) continue;
       ulong row = origin.y + (transpose ? ulong(c) : ulong(r));
       ulong col = origin.x + (transpose ? ulong(r) : ulong(c));
       write(row * elements_per_row + col, a.e[r][c]);
@@ -51,32 +61,38 @@ inline void store(const simdgroup_matrix<T, R, C>& a, ulong elements_per_row, ul
 
 // From threadgroup or thread memory (a plain pointer in the sim).
 template <class T, int R, int C>
-inline void simdgroup_load(simdgroup_matrix<T, R, C>& d, const T* src, ulong elements_per_row = C,
+MB_SIM_ALWAYS_INLINE void simdgroup_load(simdgroup_matrix<T, R, C>& d, const T* src, ulong elements_per_row = C,
                            ulong2 matrix_origin = 0, bool transpose_matrix = false) {
+  ::metal_sim::rt::simdgroup_matrix_step();
   sim_detail::load(d, elements_per_row, matrix_origin, transpose_matrix, [&](ulong i) { return src[i]; });
 }
 // From device memory: every element read is bounds-checked.
 template <class T, int R, int C, class U>
   requires std::is_same_v<std::remove_const_t<U>, T>
-inline void simdgroup_load(simdgroup_matrix<T, R, C>& d, ::metal_sim::device_ptr<U> src,
+MB_SIM_ALWAYS_INLINE void simdgroup_load(simdgroup_matrix<T, R, C>& d, ::metal_sim::device_ptr<U> src,
                            ulong elements_per_row = C, ulong2 matrix_origin = 0, bool transpose_matrix = false) {
+  ::metal_sim::rt::simdgroup_matrix_step();
   sim_detail::load(d, elements_per_row, matrix_origin, transpose_matrix, [&](ulong i) { return T(src[ptrdiff_t(i)]); });
 }
 template <class T, int R, int C>
-inline void simdgroup_store(const simdgroup_matrix<T, R, C>& a, T* dst, ulong elements_per_row = C,
-                            ulong2 matrix_origin = 0, bool transpose_matrix = false) {
-  sim_detail::store(a, elements_per_row, matrix_origin, transpose_matrix, [&](ulong i, T v) { dst[i] = v; });
+MB_SIM_ALWAYS_INLINE void simdgroup_store(const simdgroup_matrix<T, R, C>& a, T* dst, ulong elements_per_row = C,
+                                          ulong2 matrix_origin = 0, bool transpose_matrix = false) {
+  const ::metal_sim::rt::MatrixStep step = ::metal_sim::rt::simdgroup_matrix_step();
+  const int lane = step.distribute && ::metal_sim::rt::is_threadgroup_memory(dst) ? int(step.lane) : -1;
+  sim_detail::store(a, elements_per_row, matrix_origin, transpose_matrix, [&](ulong i, T v) { dst[i] = v; }, lane);
 }
 template <class T, int R, int C>
-inline void simdgroup_store(const simdgroup_matrix<T, R, C>& a, ::metal_sim::device_ptr<T> dst, ulong elements_per_row = C,
+MB_SIM_ALWAYS_INLINE void simdgroup_store(const simdgroup_matrix<T, R, C>& a, ::metal_sim::device_ptr<T> dst, ulong elements_per_row = C,
                             ulong2 matrix_origin = 0, bool transpose_matrix = false) {
+  ::metal_sim::rt::simdgroup_matrix_step();
   sim_detail::store(a, elements_per_row, matrix_origin, transpose_matrix, [&](ulong i, T v) { dst[ptrdiff_t(i)] = v; });
 }
 
+namespace sim_detail {
 // d = a * b + c, each element a float sum over k in order.
 template <class T, int R, int K, int C>
-inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, R, C>& d, const simdgroup_matrix<T, R, K>& a,
-                                          const simdgroup_matrix<T, K, C>& b, const simdgroup_matrix<T, R, C>& c) {
+inline void multiply_accumulate(simdgroup_matrix<T, R, C>& d, const simdgroup_matrix<T, R, K>& a,
+                                const simdgroup_matrix<T, K, C>& b, const simdgroup_matrix<T, R, C>& c) {
   simdgroup_matrix<T, R, C> out;
   for (int r = 0; r < R; ++r)
     for (int col = 0; col < C; ++col) {
@@ -86,10 +102,18 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, R, C>& d, const si
     }
   d = out;
 }
+}  // namespace sim_detail
 template <class T, int R, int K, int C>
-inline void simdgroup_multiply(simdgroup_matrix<T, R, C>& d, const simdgroup_matrix<T, R, K>& a,
-                               const simdgroup_matrix<T, K, C>& b) {
-  simdgroup_multiply_accumulate(d, a, b, make_filled_simdgroup_matrix<T, R, C>(T(0)));
+MB_SIM_ALWAYS_INLINE void simdgroup_multiply_accumulate(simdgroup_matrix<T, R, C>& d, const simdgroup_matrix<T, R, K>& a,
+                                                        const simdgroup_matrix<T, K, C>& b, const simdgroup_matrix<T, R, C>& c) {
+  ::metal_sim::rt::simdgroup_matrix_step();
+  sim_detail::multiply_accumulate(d, a, b, c);
+}
+template <class T, int R, int K, int C>
+MB_SIM_ALWAYS_INLINE void simdgroup_multiply(simdgroup_matrix<T, R, C>& d, const simdgroup_matrix<T, R, K>& a,
+                                             const simdgroup_matrix<T, K, C>& b) {
+  ::metal_sim::rt::simdgroup_matrix_step();
+  sim_detail::multiply_accumulate(d, a, b, make_filled_simdgroup_matrix<T, R, C>(T(0)));
 }
 
 }  // namespace metal

@@ -175,6 +175,7 @@ void SimLauncher::run(const Queued& q) {
 
   const uint32_t threads3[3] = {d.group.x, d.group.y, d.group.z};
   const uint32_t grid3[3] = {d.grid.x, d.grid.y, d.grid.z};
+  const sim::Checks checks = sim::checks_from_env();
   std::atomic<bool> failed{false};
   std::mutex mu;
   std::exception_ptr first_error;
@@ -185,7 +186,7 @@ void SimLauncher::run(const Queued& q) {
       const uint64_t u = uint64_t(g);
       const uint32_t group[3] = {uint32_t(u % grid3[0]), uint32_t((u / grid3[0]) % grid3[1]), uint32_t(u / (uint64_t(grid3[0]) * grid3[1]))};
       try {
-        runner.run(*k, call, group, threads3, grid3);
+        runner.run(*k, call, group, threads3, grid3, checks);
       } catch (...) {
         std::lock_guard<std::mutex> lk(mu);
         if (u < first_group) {

@@ -13,6 +13,7 @@ namespace {
 // Fiber stack per kernel thread: kernels keep small locals; the margin is for exception unwinding.
 constexpr size_t kFiberStackBytes = 128 * 1024;
 thread_local GroupRunner* t_running = nullptr;  // the runner executing a group on this OS thread
+constexpr unsigned kMemThreadgroup = 2;         // MSL mem_flags::mem_threadgroup
 
 std::string where_now() { return t_running ? t_running->where() : std::string("outside a running kernel"); }
 
@@ -21,6 +22,9 @@ GroupRunner& running(const char* builtin) {
   return *t_running;
 }
 }  // namespace
+
+GroupRunner::GroupRunner() : tg_memory_(take_arena()) {}
+GroupRunner::~GroupRunner() { give_back_arena(tg_memory_); }
 
 GroupRunner& GroupRunner::for_this_thread() {
   thread_local std::unique_ptr<GroupRunner> runner(new GroupRunner);
@@ -55,8 +59,14 @@ std::string GroupRunner::where() const {
 }
 
 void GroupRunner::run(const rt::KernelInfo& kernel, const rt::CallArgs& call, const uint32_t group[3],
-                      const uint32_t threads[3], const uint32_t grid[3]) {
+                      const uint32_t threads[3], const uint32_t grid[3], Checks checks) {
   kernel_ = &kernel;
+  checks_ = checks;
+  barrier_flags_ = 0;
+  if (checks_ == Checks::Full) {
+    if (!shadow_) shadow_ = std::make_unique<TgShadow>();
+    shadow_->begin_group();
+  }
   call_ = &call;
   for (int d = 0; d < 3; ++d) {
     group_[d] = group[d];
@@ -77,11 +87,13 @@ void GroupRunner::run(const rt::KernelInfo& kernel, const rt::CallArgs& call, co
     sg.arrived = 0;
     sg.arrived_mask = 0;
     sg.gen = 0;
+    sg.sync = 0;
   }
   tg_used_ = 0;
   tg_decls_.clear();
   for (int i = 0; i < n_; ++i) {
     thread_[size_t(i)].state = State::Ready;
+    thread_[size_t(i)].rounds = 0;
     fiber_prepare(thread_[size_t(i)].ctx, *stacks_[size_t(i)], &GroupRunner::fiber_main, reinterpret_cast<void*>(intptr_t(i)));
   }
 
@@ -146,12 +158,16 @@ void GroupRunner::yield() {
   // Resumed by the scheduler, which set current_ = i again.
 }
 
-void GroupRunner::barrier() {
+void GroupRunner::barrier(unsigned mem_flags) {
+  barrier_flags_ |= mem_flags;
   if (++at_barrier_ == n_) {
     // The last thread to arrive releases the others and carries on.
     for (int j = 0; j < n_; ++j)
       if (thread_[size_t(j)].state == State::AtBarrier) thread_[size_t(j)].state = State::Ready;
     at_barrier_ = 0;
+    // Only mem_flags::mem_threadgroup orders threadgroup memory: then the race check starts afresh.
+    if (checks_ == Checks::Full && (barrier_flags_ & kMemThreadgroup)) shadow_->next_epoch();
+    barrier_flags_ = 0;
     return;
   }
   thread_[size_t(current_)].state = State::AtBarrier;
@@ -160,6 +176,7 @@ void GroupRunner::barrier() {
 
 void GroupRunner::release_simd(int s) {
   SimdGroup& sg = simd_[size_t(s)];
+  if (checks_ == Checks::Full) check_round(s);
   sg.masks[sg.gen & 1] = sg.arrived_mask;
   sg.arrived = 0;
   sg.arrived_mask = 0;
@@ -171,12 +188,31 @@ void GroupRunner::release_simd(int s) {
 
 // Values go into slots[gen & 1]: a lane can deposit into the next round only after every lane left
 // this one, so two alternating slot sets are enough.
-rt::SimdRound GroupRunner::simd_exchange(const void* value, size_t bytes) {
+rt::SimdRound GroupRunner::simd_exchange(const void* value, size_t bytes, const void* site, Collective kind,
+                                         unsigned mem_flags) {
   const int i = current_;
   const int s = i / rt::kSimdWidth;
   const uint32_t lane = uint32_t(i % rt::kSimdWidth);
   SimdGroup& sg = simd_[size_t(s)];
   const uint32_t gen = sg.gen;
+  if (checks_ == Checks::Full) {
+    // Every lane of a round must come from the same call: lanes at two different calls would be
+    // exchanging values of two different operations.
+    const uint32_t code = code_offset(site);
+    if (sg.arrived == 0) {
+      sg.site = code;
+      sg.first_lane = int(lane);
+      sg.kind = kind;
+      sg.mem_flags = 0;
+    } else if (code != sg.site) {
+      fail_now(cat(group_name(), ": divergent simdgroup calls: lane ", lane, " of simdgroup ", s, " (", thread_name(i),
+                   ") reached ", collective_name(kind), " at ", code_location(code), " while ", lanes_name(s, sg.arrived_mask),
+                   " wait at ", collective_name(sg.kind), " at ", code_location(sg.site),
+                   "; simd_*, simdgroup_barrier and simdgroup_matrix calls must be reached by all active lanes of a "
+                   "simdgroup together"));
+    }
+    sg.mem_flags |= mem_flags;
+  }
   if (bytes) std::memcpy(sg.slots[gen & 1][lane], value, bytes);
   ++sg.arrived;
   sg.arrived_mask |= 1u << lane;
@@ -189,9 +225,138 @@ rt::SimdRound GroupRunner::simd_exchange(const void* value, size_t bytes) {
   return {&sg.slots[gen & 1][0][0], sg.masks[gen & 1], lane};
 }
 
-void GroupRunner::simd_barrier() { simd_exchange(nullptr, 0); }
+void GroupRunner::simd_barrier(unsigned mem_flags, const void* site) {
+  simd_exchange(nullptr, 0, site, Collective::SimdBarrier, mem_flags);
+}
 
-void* GroupRunner::threadgroup_alloc(const void* key, size_t bytes, size_t align) {
+rt::MatrixStep GroupRunner::matrix_step(const void* site) {
+  if (checks_ != Checks::Full) return {uint32_t(current_ % rt::kSimdWidth), false};
+  const rt::SimdRound r = simd_exchange(nullptr, 0, site, Collective::Matrix);
+  return {r.lane, true};
+}
+
+// Full checks, when a round completes: a lane that returned after taking part in earlier simdgroup
+// calls was active and skipped this one; a simdgroup_matrix operation needs all 32 lanes.
+void GroupRunner::check_round(int s) {
+  SimdGroup& sg = simd_[size_t(s)];
+  const int first = s * rt::kSimdWidth, last = std::min(n_, first + rt::kSimdWidth);
+  uint32_t skipped = 0;
+  for (int j = first; j < last; ++j) {
+    const Thread& t = thread_[size_t(j)];
+    if (t.state == State::Done && t.rounds > 0 && !((sg.arrived_mask >> (j - first)) & 1u)) skipped |= 1u << (j - first);
+  }
+  if (skipped) {
+    flag(cat(group_name(), ": ", collective_name(sg.kind), " at ", code_location(sg.site), " was reached by ",
+             lanes_name(s, sg.arrived_mask), " of simdgroup ", s, " only: ", lanes_name(s, skipped),
+             " took part in earlier simdgroup calls and returned without reaching it (a simdgroup call in divergent "
+             "control flow; all active lanes must make it)"));
+  } else if (sg.kind == Collective::Matrix && sg.arrived_mask != 0xFFFFFFFFu) {
+    flag(cat(group_name(), ": simdgroup_matrix operation at ", code_location(sg.site), " reached by ",
+             lanes_name(s, sg.arrived_mask), " of simdgroup ", s, " (", last - first,
+             " threads); all 32 lanes of a simdgroup must take part in every simdgroup_matrix load, store and multiply"));
+  }
+  for (int j = first; j < last; ++j)
+    if ((sg.arrived_mask >> (j - first)) & 1u) ++thread_[size_t(j)].rounds;
+  if (sg.kind == Collective::SimdBarrier && (sg.mem_flags & kMemThreadgroup)) ++sg.sync;
+}
+
+bool GroupRunner::is_threadgroup_memory(const void* p) const {
+  const uintptr_t off = reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(tg_memory_);
+  return off < rt::kThreadgroupMemoryBytes;
+}
+
+void GroupRunner::note_atomic(const void* p, size_t bytes) {
+  if (checks_ == Checks::Full && is_threadgroup_memory(p))
+    shadow_->note_atomic(size_t(static_cast<const unsigned char*>(p) - tg_memory_), bytes);
+}
+
+void GroupRunner::threadgroup_access(const unsigned char* p, size_t bytes, bool write, const void* return_address) {
+  GroupRunner* g = t_running;
+  if (!g || g->checks_ != Checks::Full || g->current_ < 0) return;
+  const size_t off = size_t(p - g->tg_memory_);
+  if (off >= rt::kThreadgroupMemoryBytes) return;  // another runner's arena: not this group's memory
+  const TgShadow::Access me{0, code_offset(return_address), uint16_t(g->current_),
+                            g->simd_[size_t(g->current_ / rt::kSimdWidth)].sync};
+  if (off + bytes > g->tg_used_) {
+    g->fail_now(cat(g->group_name(), ": ", g->thread_name(g->current_), (write ? " writes " : " reads "), bytes,
+                    " bytes at threadgroup offset ", off, " at ", code_location(me.code), ", past the ", g->tg_used_,
+                    " bytes of threadgroup memory the kernel declared (an array index out of bounds)"));
+  }
+  const TgShadow::Report rep =
+      g->shadow_->access(off, bytes, write, me, [g](uint16_t t) { return g->simd_[size_t(t / rt::kSimdWidth)].sync; });
+  if (rep.finding != TgShadow::Finding::None) g->report(rep, write, me);
+}
+
+void GroupRunner::report(const TgShadow::Report& rep, bool write, const TgShadow::Access& me) {
+  if (rep.finding == TgShadow::Finding::Uninitialised) {
+    fail_now(cat(group_name(), ": ", thread_name(me.thread), " reads ", tg_byte_name(rep.offset), " at ",
+                 code_location(me.code),
+                 ", which no thread of the threadgroup has written (threadgroup memory is undefined until written)"));
+  }
+  const bool same_simd = rep.earlier.thread / rt::kSimdWidth == me.thread / rt::kSimdWidth;
+  fail_now(cat(group_name(), ": threadgroup-memory race on ", tg_byte_name(rep.offset), ": ", thread_name(me.thread),
+               (write ? " writes" : " reads"), " it at ", code_location(me.code), " and ", thread_name(rep.earlier.thread),
+               (rep.earlier_was_write ? " wrote" : " read"), " it at ", code_location(rep.earlier.code),
+               " with no threadgroup_barrier(mem_flags::mem_threadgroup) between them",
+               (same_simd ? " (nor a simdgroup_barrier(mem_flags::mem_threadgroup): the threads share a simdgroup)" : "")));
+}
+
+void GroupRunner::fail_now(const std::string& message) {
+  flag(message);
+  yield();  // the scheduler stops at the error; this fiber is never resumed
+  std::abort();
+}
+
+void GroupRunner::flag(const std::string& message) {
+  if (!error_) error_ = std::make_exception_ptr(DeviceError(message));
+}
+
+std::string GroupRunner::group_name() const {
+  return cat("metal-sim: kernel '", kernel_ ? kernel_->name : "?", "', threadgroup (", group_[0], ", ", group_[1], ", ",
+             group_[2], ")");
+}
+
+std::string GroupRunner::thread_name(int i) const {
+  const rt::ThreadPos p = position(i);
+  return cat("thread (", p.thread_in_group[0], ", ", p.thread_in_group[1], ", ", p.thread_in_group[2], ")");
+}
+
+std::string GroupRunner::tg_byte_name(size_t offset) const {
+  for (const TgDecl& d : tg_decls_)
+    if (offset >= d.offset && offset < d.offset + d.bytes)
+      return cat("byte ", offset - d.offset, " of threadgroup array '", d.name, "' (", d.bytes, " bytes)");
+  return cat("threadgroup byte ", offset);
+}
+
+// "lanes 0-15, 20" for a lane mask of simdgroup s.
+std::string GroupRunner::lanes_name(int s, uint32_t mask) const {
+  (void)s;
+  std::string out;
+  int count = 0;
+  for (int l = 0; l < rt::kSimdWidth;) {
+    if (!((mask >> l) & 1u)) {
+      ++l;
+      continue;
+    }
+    int e = l;
+    while (e + 1 < rt::kSimdWidth && ((mask >> (e + 1)) & 1u)) ++e;
+    out += cat(out.empty() ? "" : ", ", l, e > l ? cat("-", e) : std::string());
+    count += e - l + 1;
+    l = e + 1;
+  }
+  return cat(count == 1 ? "lane " : "lanes ", out.empty() ? std::string("none") : out);
+}
+
+const char* GroupRunner::collective_name(Collective kind) {
+  switch (kind) {
+    case Collective::SimdFunction: return "a simd_* function";
+    case Collective::SimdBarrier: return "simdgroup_barrier";
+    case Collective::Matrix: return "a simdgroup_matrix operation";
+  }
+  return "?";
+}
+
+void* GroupRunner::threadgroup_alloc(const void* key, size_t bytes, size_t align, const char* name) {
   for (const TgDecl& d : tg_decls_)
     if (d.key == key) return tg_memory_ + d.offset;
   align = std::max<size_t>(align, 16);
@@ -201,7 +366,8 @@ void* GroupRunner::threadgroup_alloc(const void* key, size_t bytes, size_t align
                           rt::kThreadgroupMemoryBytes));
   std::memset(tg_memory_ + offset, 0xFF, bytes);  // undefined on Metal: NaN / all-ones here
   tg_used_ = offset + bytes;
-  tg_decls_.push_back({key, offset, bytes});
+  tg_decls_.push_back({key, name, offset, bytes});
+  if (checks_ == Checks::Full) shadow_->declare(offset, bytes);
   return tg_memory_ + offset;
 }
 
@@ -238,14 +404,25 @@ void fail(const char* what) {
   throw mb::DeviceError(mb::cat("metal-sim: ", mb::metal::sim::where_now(), ": ", what));
 }
 
-void threadgroup_barrier() { mb::metal::sim::running("threadgroup_barrier").barrier(); }
-void simdgroup_barrier() { mb::metal::sim::running("simdgroup_barrier").simd_barrier(); }
+using Collective = mb::metal::sim::GroupRunner::Collective;
+
+// Each built-in passes its caller's return address: the call site in the kernel (the sim's MSL
+// functions are always inlined), which the uniformity check compares between lanes.
+void threadgroup_barrier(unsigned mem_flags) { mb::metal::sim::running("threadgroup_barrier").barrier(mem_flags); }
+void simdgroup_barrier(unsigned mem_flags) {
+  mb::metal::sim::running("simdgroup_barrier").simd_barrier(mem_flags, __builtin_return_address(0));
+}
 SimdRound simd_exchange(const void* value, size_t bytes) {
   if (bytes > kSimdSlotBytes) fail("simd_* value larger than the exchange slot");
-  return mb::metal::sim::running("simd_*").simd_exchange(value, bytes);
+  return mb::metal::sim::running("simd_*").simd_exchange(value, bytes, __builtin_return_address(0), Collective::SimdFunction);
 }
-void* threadgroup_alloc(const void* key, size_t bytes, size_t align) {
-  return mb::metal::sim::running("threadgroup memory").threadgroup_alloc(key, bytes, align);
+MatrixStep simdgroup_matrix_step() {
+  return mb::metal::sim::running("simdgroup_matrix").matrix_step(__builtin_return_address(0));
+}
+bool is_threadgroup_memory(const void* p) { return mb::metal::sim::running("threadgroup memory").is_threadgroup_memory(p); }
+void note_threadgroup_atomic(const void* p, size_t bytes) { mb::metal::sim::running("atomic").note_atomic(p, bytes); }
+void* threadgroup_alloc(const void* key, size_t bytes, size_t align, const char* name) {
+  return mb::metal::sim::running("threadgroup memory").threadgroup_alloc(key, bytes, align, name);
 }
 
 }  // namespace metal_sim::rt

@@ -6,13 +6,18 @@
 //   threadgroup memory:  one 32 KiB arena per group, handed out per declaration (MB_THREADGROUP).
 // Misuse Metal leaves undefined (a barrier some threads never reach, divergent simd_* calls) is a
 // deadlock here and is reported as mb::DeviceError, as are faults the kernel's checked pointers raise.
+// With full checks (sim_checks.h) it also reports threadgroup-memory races and uninitialised reads
+// (sim_shadow.h) and simdgroup calls not made by the simdgroup's active lanes together.
 #pragma once
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "backend/metal/sim_checks.h"
 #include "backend/metal/sim_fiber.h"
+#include "backend/metal/sim_shadow.h"
 #include "sim/runtime.h"
 
 namespace mb::metal::sim {
@@ -21,25 +26,40 @@ class GroupRunner {
  public:
   // The runner of the calling OS thread (fibers and stacks are reused across groups).
   static GroupRunner& for_this_thread();
+  GroupRunner();
+  ~GroupRunner();
+  GroupRunner(const GroupRunner&) = delete;
+  GroupRunner& operator=(const GroupRunner&) = delete;
 
   // Runs threadgroup `group` of a grid of `grid` groups with `threads` threads each; rethrows the
   // first error a thread raised.
   void run(const metal_sim::rt::KernelInfo& kernel, const metal_sim::rt::CallArgs& call, const uint32_t group[3],
-           const uint32_t threads[3], const uint32_t grid[3]);
+           const uint32_t threads[3], const uint32_t grid[3], Checks checks);
 
-  // Built-ins, called from kernel code on the running fiber.
-  void barrier();
-  void simd_barrier();
-  metal_sim::rt::SimdRound simd_exchange(const void* value, size_t bytes);
-  void* threadgroup_alloc(const void* key, size_t bytes, size_t align);
+  // What a simdgroup call is, for the uniformity check and its messages.
+  enum class Collective : uint8_t { SimdFunction, SimdBarrier, Matrix };
+
+  // Built-ins, called from kernel code on the running fiber. `site` is the caller's return address.
+  void barrier(unsigned mem_flags);
+  void simd_barrier(unsigned mem_flags, const void* site);
+  metal_sim::rt::SimdRound simd_exchange(const void* value, size_t bytes, const void* site, Collective kind,
+                                         unsigned mem_flags = 0);
+  metal_sim::rt::MatrixStep matrix_step(const void* site);
+  bool is_threadgroup_memory(const void* p) const;
+  void note_atomic(const void* p, size_t bytes);
+  void* threadgroup_alloc(const void* key, size_t bytes, size_t align, const char* name);
   // "kernel 'k', thread (x, y, z) of threadgroup (a, b, c)" for error messages.
   std::string where() const;
+
+  // The load/store hooks (sim_checks.cpp) call this for an access inside some runner's arena.
+  static void threadgroup_access(const unsigned char* p, size_t bytes, bool write, const void* return_address);
 
  private:
   enum class State : uint8_t { Ready, AtBarrier, AtSimd, Done };
   struct Thread {
     FiberContext ctx;
     State state = State::Ready;
+    uint32_t rounds = 0;  // simdgroup calls this thread took part in
   };
   struct SimdGroup {
     int active = 0;  // lanes that have not returned
@@ -47,10 +67,17 @@ class GroupRunner {
     uint32_t arrived_mask = 0;
     uint32_t gen = 0;
     uint32_t masks[2] = {0, 0};
+    // The open round (full checks): the call its first lane reached, what it is, its barrier flags.
+    uint32_t site = 0;
+    int first_lane = 0;
+    Collective kind = Collective::SimdFunction;
+    unsigned mem_flags = 0;
+    uint16_t sync = 0;  // simdgroup_barrier(mem_threadgroup) calls completed (race check)
     alignas(16) unsigned char slots[2][metal_sim::rt::kSimdWidth][metal_sim::rt::kSimdSlotBytes];
   };
   struct TgDecl {
     const void* key;
+    const char* name;
     size_t offset, bytes;
   };
 
@@ -60,7 +87,18 @@ class GroupRunner {
   void yield();
   void release_simd(int s);
   [[noreturn]] void deadlock();
+  // Records a finding of the full checks as the group's error and leaves the running fiber for good.
+  [[noreturn]] void fail_now(const std::string& message);
+  // Records a finding without leaving the fiber (from the scheduler's bookkeeping).
+  void flag(const std::string& message);
   metal_sim::rt::ThreadPos position(int i) const;
+  std::string group_name() const;     // "metal-sim: kernel 'k', threadgroup (a, b, c)"
+  std::string thread_name(int i) const;  // "thread (x, y, z)" (thread_position_in_threadgroup)
+  std::string tg_byte_name(size_t offset) const;  // "byte 4 of threadgroup array 'tile'"
+  std::string lanes_name(int s, uint32_t mask) const;
+  static const char* collective_name(Collective kind);
+  void check_round(int s);
+  void report(const TgShadow::Report& rep, bool write, const TgShadow::Access& me);
 
   const metal_sim::rt::KernelInfo* kernel_ = nullptr;
   const metal_sim::rt::CallArgs* call_ = nullptr;
@@ -71,9 +109,12 @@ class GroupRunner {
   std::vector<SimdGroup> simd_;
   FiberContext scheduler_;
   std::exception_ptr error_;
-  alignas(64) unsigned char tg_memory_[metal_sim::rt::kThreadgroupMemoryBytes];
+  unsigned char* tg_memory_;  // kThreadgroupMemoryBytes, from sim_checks.h's arena range
   size_t tg_used_ = 0;
   std::vector<TgDecl> tg_decls_;
+  Checks checks_ = Checks::Full;
+  std::unique_ptr<TgShadow> shadow_;  // made at the first run with full checks
+  unsigned barrier_flags_ = 0;        // mem_flags of the threads waiting at the open barrier
 };
 
 }  // namespace mb::metal::sim

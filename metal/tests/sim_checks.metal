@@ -1,0 +1,104 @@
+// Planted bugs for metal-sim's full checks (MARKBASE_SIM_CHECKS=full; sim build only; driven by
+// tests/metal/test_sim_checks.py). Each test_check_* kernel breaks one GPU rule that a CPU run hides;
+// the test_ok_* kernels are the correct versions, which must pass.
+#include "kernel_common.h"
+
+// Race: thread i writes slot i and reads slot i + 1 with no barrier between (the fibers run in index
+// order, so the sim alone reads the neighbour's old value; a GPU reads either).
+kernel void test_check_race(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
+                            MB_THREAD_POSITION) {
+  MB_THREADGROUP(float, slots, [256]);
+  slots[lidx] = x[tid.x];
+  y[tid.x] = slots[(lidx + 1) % tg_size.x];
+}
+MB_REGISTER_KERNEL(test_check_race)
+
+// Missing barrier: a tree reduction whose barrier inside the loop is gone (`barrier` = 0), or kept
+// with flags that do not order threadgroup memory (`barrier` = 1: mem_device), or correct (2).
+struct CheckArgs {
+  uint mode;
+  uint n;
+};
+kernel void test_check_tree_sum(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
+                                constant CheckArgs& args [[buffer(2)]], MB_THREAD_POSITION) {
+  MB_THREADGROUP(float, partial, [256]);
+  partial[lidx] = x[tid.x];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (uint stride = tg_size.x / 2; stride > 0; stride /= 2) {
+    if (lidx < stride) partial[lidx] += partial[lidx + stride];
+    if (args.mode == 1) threadgroup_barrier(mem_flags::mem_device);
+    if (args.mode == 2) threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  if (lidx == 0) y[tgid.x] = partial[0];
+}
+MB_REGISTER_KERNEL(test_check_tree_sum)
+
+// Uninitialised read: only the first args.n threads fill the tile; every thread reads its slot.
+kernel void test_check_uninitialised(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
+                                     constant CheckArgs& args [[buffer(2)]], MB_THREAD_POSITION) {
+  MB_THREADGROUP(float, tile, [256]);
+  if (lidx < args.n) tile[lidx] = x[tid.x];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  y[tid.x] = tile[tg_size.x - 1 - lidx];
+}
+MB_REGISTER_KERNEL(test_check_uninitialised)
+
+// Divergent simd_sum: every lane sums once, then only lanes below args.n sum again (mode 0), or the
+// others take a different simd function instead (mode 1), or all lanes sum again (mode 2: correct).
+kernel void test_check_divergent_simd_sum(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
+                                          constant CheckArgs& args [[buffer(2)]], MB_THREAD_POSITION) {
+  float s = simd_sum(x[tid.x]);
+  if (args.mode == 2 || simd_lane < args.n) {
+    s = simd_sum(s + float(simd_lane));
+  } else if (args.mode == 1) {
+    s = simd_max(s);
+  }
+  y[tid.x] = s;
+}
+MB_REGISTER_KERNEL(test_check_divergent_simd_sum)
+
+// Divergent simdgroup_matrix load: lanes below args.n load a tile from threadgroup memory, the others
+// skip to the store (mode 0); all lanes load (mode 2: correct). y: one 8x8 tile per simdgroup.
+kernel void test_check_divergent_matrix_load(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
+                                             constant CheckArgs& args [[buffer(2)]], MB_THREAD_POSITION) {
+  MB_THREADGROUP(float, tile, [64]);
+  for (uint e = lidx; e < 64; e += tg_size.x) tile[e] = x[e];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  simdgroup_float8x8 m = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+  if (args.mode == 2 || simd_lane < args.n) simdgroup_load(m, tile, 8);
+  simdgroup_store(m, y + 64 * simd_group, 8);
+}
+MB_REGISTER_KERNEL(test_check_divergent_matrix_load)
+
+// Threadgroup memory shared inside one simdgroup: lane i writes slot i, then reads slot i ^ 1 after a
+// simdgroup_barrier with mem_threadgroup (mode 2: correct), with mem_none (mode 1: no memory order), or
+// with none (mode 0).
+kernel void test_check_simd_exchange(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
+                                     constant CheckArgs& args [[buffer(2)]], MB_THREAD_POSITION) {
+  MB_THREADGROUP(float, slots, [256]);
+  slots[lidx] = x[tid.x];
+  if (args.mode == 1) simdgroup_barrier(mem_flags::mem_none);
+  if (args.mode == 2) simdgroup_barrier(mem_flags::mem_threadgroup);
+  y[tid.x] = slots[lidx ^ 1u];
+}
+MB_REGISTER_KERNEL(test_check_simd_exchange)
+
+// Atomics are exempt: every thread adds into one threadgroup counter with no barrier between the adds,
+// and a simdgroup_matrix tile goes through threadgroup memory (store, barrier, load) in each simdgroup.
+kernel void test_ok_atomics_and_matrix(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
+                                       DEVICE_PTR(uint) count [[buffer(2)]], MB_THREAD_POSITION) {
+  MB_THREADGROUP(atomic_uint, n, );
+  MB_THREADGROUP(float, tiles, [4][64]);
+  if (lidx == 0) atomic_store_explicit(&n, 0u, memory_order_relaxed);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  atomic_fetch_add_explicit(&n, 1u, memory_order_relaxed);
+  simdgroup_float8x8 m;
+  simdgroup_load(m, x, 8);
+  simdgroup_store(m, tiles[simd_group], 8);
+  simdgroup_barrier(mem_flags::mem_threadgroup);
+  simdgroup_load(m, tiles[simd_group], 8, ulong2(0, 0), true);
+  simdgroup_store(m, y + 64 * simd_group, 8);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (lidx == 0) count[tgid.x] = atomic_load_explicit(&n, memory_order_relaxed);
+}
+MB_REGISTER_KERNEL(test_ok_atomics_and_matrix)
