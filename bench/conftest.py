@@ -8,6 +8,10 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))  # bench/yardstick.py, importable without a package
 
+# metal-sim's full checks (races, uninitialised reads, uniform simdgroup calls) are for the tests; a
+# benchmark that runs metal-sim times the kernels, not the checker (metal/README.md).
+os.environ.setdefault("MARKBASE_SIM_CHECKS", "basic")
+
 _SUMMARY: list[str] = []
 ROOT = os.environ.get("MARKBASE_BENCH_DIR") or os.path.join(os.path.dirname(os.path.dirname(__file__)), ".bench-cache")
 

@@ -72,21 +72,29 @@ void register_kernel(const KernelInfo& info);
 // A kernel-side check failed (e.g. an unsupported use of a built-in): throws mb::DeviceError.
 [[noreturn]] void fail(const char* what);
 
+// Where a simdgroup call is in the kernel source (std::source_location of the call): the full checks
+// require every lane of a round to come from the same call, and name it in messages.
+struct CallSite {
+  const char* file;
+  uint32_t line;
+  uint32_t column;
+};
+
 // Blocks until every thread of the threadgroup has arrived. `mem_flags` is MSL's mem_flags bit set: with
 // mem_threadgroup (2) the barrier also orders threadgroup memory (full checks start a new race epoch).
 void threadgroup_barrier(unsigned mem_flags);
 // Blocks until every active lane of the calling thread's simdgroup has arrived.
-void simdgroup_barrier(unsigned mem_flags);
+void simdgroup_barrier(unsigned mem_flags, CallSite site);
 
 // One simd_* exchange: each active lane deposits `bytes` (<= kSimdSlotBytes) and waits for the others.
 // Afterwards `slots + lane * kSimdSlotBytes` holds lane's value for every lane set in `active`.
-// With full checks every lane of a round must come from the same call (the caller's return address).
+// With full checks every lane of a round must come from the same call.
 struct SimdRound {
   const unsigned char* slots;
   uint32_t active;  // bit l: lane l took part (lanes that returned from the kernel are inactive)
   uint32_t lane;    // the caller's lane
 };
-SimdRound simd_exchange(const void* value, size_t bytes);
+SimdRound simd_exchange(const void* value, size_t bytes, CallSite site);
 
 // A simdgroup_matrix load / store / multiply. With full checks it is a collective step that all 32 lanes
 // of the simdgroup must reach together at the same call; without, it returns at once.
@@ -94,7 +102,7 @@ struct MatrixStep {
   uint32_t lane;     // the caller's lane
   bool distribute;   // full checks: a store into threadgroup memory writes only this lane's share
 };
-MatrixStep simdgroup_matrix_step();
+MatrixStep simdgroup_matrix_step(CallSite site);
 // True when `p` points into the running threadgroup's threadgroup memory.
 bool is_threadgroup_memory(const void* p);
 // An atomic operation on threadgroup memory: its bytes count as written (atomics are exempt from the race

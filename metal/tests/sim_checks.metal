@@ -3,13 +3,13 @@
 // the test_ok_* kernels are the correct versions, which must pass.
 #include "kernel_common.h"
 
-// Race: thread i writes slot i and reads slot i + 1 with no barrier between (the fibers run in index
-// order, so the sim alone reads the neighbour's old value; a GPU reads either).
+// Race: thread i writes slot i and reads slot i - 1 with no barrier between. The fibers run in index
+// order, so without the checks the sim always reads the neighbour's new value; a GPU may read either.
 kernel void test_check_race(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
                             MB_THREAD_POSITION) {
   MB_THREADGROUP(float, slots, [256]);
-  slots[lidx] = x[tid.x];
-  y[tid.x] = slots[(lidx + 1) % tg_size.x];
+  slots[lidx] = x[tid.x];  // @race-write
+  y[tid.x] = lidx > 0 ? slots[lidx - 1] : 0.0f;  // @race-read
 }
 MB_REGISTER_KERNEL(test_check_race)
 
@@ -25,7 +25,7 @@ kernel void test_check_tree_sum(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_
   partial[lidx] = x[tid.x];
   threadgroup_barrier(mem_flags::mem_threadgroup);
   for (uint stride = tg_size.x / 2; stride > 0; stride /= 2) {
-    if (lidx < stride) partial[lidx] += partial[lidx + stride];
+    if (lidx < stride) partial[lidx] += partial[lidx + stride];  // @tree-sum
     if (args.mode == 1) threadgroup_barrier(mem_flags::mem_device);
     if (args.mode == 2) threadgroup_barrier(mem_flags::mem_threadgroup);
   }
@@ -33,13 +33,14 @@ kernel void test_check_tree_sum(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_
 }
 MB_REGISTER_KERNEL(test_check_tree_sum)
 
-// Uninitialised read: only the first args.n threads fill the tile; every thread reads its slot.
+// Uninitialised read: only the first args.n threads fill the tile (all threads in the first args.mode
+// threadgroups); every thread reads a slot.
 kernel void test_check_uninitialised(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
                                      constant CheckArgs& args [[buffer(2)]], MB_THREAD_POSITION) {
   MB_THREADGROUP(float, tile, [256]);
-  if (lidx < args.n) tile[lidx] = x[tid.x];
+  if (lidx < args.n || tgid.x < args.mode) tile[lidx] = x[tid.x];
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  y[tid.x] = tile[tg_size.x - 1 - lidx];
+  y[tid.x] = tile[tg_size.x - 1 - lidx];  // @uninitialised-read
 }
 MB_REGISTER_KERNEL(test_check_uninitialised)
 
@@ -49,9 +50,9 @@ kernel void test_check_divergent_simd_sum(DEVICE_PTR(const float) x [[buffer(0)]
                                           constant CheckArgs& args [[buffer(2)]], MB_THREAD_POSITION) {
   float s = simd_sum(x[tid.x]);
   if (args.mode == 2 || simd_lane < args.n) {
-    s = simd_sum(s + float(simd_lane));
+    s = simd_sum(s + float(simd_lane));  // @divergent-sum
   } else if (args.mode == 1) {
-    s = simd_max(s);
+    s = simd_max(s);  // @divergent-max
   }
   y[tid.x] = s;
 }
@@ -65,8 +66,8 @@ kernel void test_check_divergent_matrix_load(DEVICE_PTR(const float) x [[buffer(
   for (uint e = lidx; e < 64; e += tg_size.x) tile[e] = x[e];
   threadgroup_barrier(mem_flags::mem_threadgroup);
   simdgroup_float8x8 m = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-  if (args.mode == 2 || simd_lane < args.n) simdgroup_load(m, tile, 8);
-  simdgroup_store(m, y + 64 * simd_group, 8);
+  if (args.mode == 2 || simd_lane < args.n) simdgroup_load(m, tile, 8);  // @divergent-load
+  simdgroup_store(m, y + 64 * simd_group, 8);  // @matrix-store
 }
 MB_REGISTER_KERNEL(test_check_divergent_matrix_load)
 
@@ -76,10 +77,10 @@ MB_REGISTER_KERNEL(test_check_divergent_matrix_load)
 kernel void test_check_simd_exchange(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
                                      constant CheckArgs& args [[buffer(2)]], MB_THREAD_POSITION) {
   MB_THREADGROUP(float, slots, [256]);
-  slots[lidx] = x[tid.x];
+  slots[lidx] = x[tid.x];  // @simd-write
   if (args.mode == 1) simdgroup_barrier(mem_flags::mem_none);
   if (args.mode == 2) simdgroup_barrier(mem_flags::mem_threadgroup);
-  y[tid.x] = slots[lidx ^ 1u];
+  y[tid.x] = slots[lidx ^ 1u];  // @simd-read
 }
 MB_REGISTER_KERNEL(test_check_simd_exchange)
 
@@ -102,3 +103,14 @@ kernel void test_ok_atomics_and_matrix(DEVICE_PTR(const float) x [[buffer(0)]], 
   if (lidx == 0) count[tgid.x] = atomic_load_explicit(&n, memory_order_relaxed);
 }
 MB_REGISTER_KERNEL(test_ok_atomics_and_matrix)
+
+// Threadgroup index out of bounds: the array has 32 floats and every thread of a 64-thread group
+// writes its own slot; the upper half lands past all declared threadgroup memory.
+kernel void test_check_tg_out_of_bounds(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
+                                        MB_THREAD_POSITION) {
+  MB_THREADGROUP(float, small, [32]);
+  small[lidx] = x[tid.x];  // @oob-write
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  y[tid.x] = small[lidx % 32];
+}
+MB_REGISTER_KERNEL(test_check_tg_out_of_bounds)

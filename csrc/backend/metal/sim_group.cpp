@@ -188,7 +188,7 @@ void GroupRunner::release_simd(int s) {
 
 // Values go into slots[gen & 1]: a lane can deposit into the next round only after every lane left
 // this one, so two alternating slot sets are enough.
-rt::SimdRound GroupRunner::simd_exchange(const void* value, size_t bytes, const void* site, Collective kind,
+rt::SimdRound GroupRunner::simd_exchange(const void* value, size_t bytes, const rt::CallSite& site, Collective kind,
                                          unsigned mem_flags) {
   const int i = current_;
   const int s = i / rt::kSimdWidth;
@@ -198,16 +198,16 @@ rt::SimdRound GroupRunner::simd_exchange(const void* value, size_t bytes, const 
   if (checks_ == Checks::Full) {
     // Every lane of a round must come from the same call: lanes at two different calls would be
     // exchanging values of two different operations.
-    const uint32_t code = code_offset(site);
     if (sg.arrived == 0) {
-      sg.site = code;
+      sg.site = site;
       sg.first_lane = int(lane);
       sg.kind = kind;
       sg.mem_flags = 0;
-    } else if (code != sg.site) {
+    } else if (site.line != sg.site.line || site.column != sg.site.column ||
+               (site.file != sg.site.file && std::strcmp(site.file, sg.site.file) != 0)) {
       fail_now(cat(group_name(), ": divergent simdgroup calls: lane ", lane, " of simdgroup ", s, " (", thread_name(i),
-                   ") reached ", collective_name(kind), " at ", code_location(code), " while ", lanes_name(s, sg.arrived_mask),
-                   " wait at ", collective_name(sg.kind), " at ", code_location(sg.site),
+                   ") reached ", collective_name(kind), " at ", site_name(site), " while ", lanes_name(s, sg.arrived_mask),
+                   (__builtin_popcount(sg.arrived_mask) == 1 ? " waits at " : " wait at "), collective_name(sg.kind), " at ", site_name(sg.site),
                    "; simd_*, simdgroup_barrier and simdgroup_matrix calls must be reached by all active lanes of a "
                    "simdgroup together"));
     }
@@ -225,11 +225,11 @@ rt::SimdRound GroupRunner::simd_exchange(const void* value, size_t bytes, const 
   return {&sg.slots[gen & 1][0][0], sg.masks[gen & 1], lane};
 }
 
-void GroupRunner::simd_barrier(unsigned mem_flags, const void* site) {
+void GroupRunner::simd_barrier(unsigned mem_flags, const rt::CallSite& site) {
   simd_exchange(nullptr, 0, site, Collective::SimdBarrier, mem_flags);
 }
 
-rt::MatrixStep GroupRunner::matrix_step(const void* site) {
+rt::MatrixStep GroupRunner::matrix_step(const rt::CallSite& site) {
   if (checks_ != Checks::Full) return {uint32_t(current_ % rt::kSimdWidth), false};
   const rt::SimdRound r = simd_exchange(nullptr, 0, site, Collective::Matrix);
   return {r.lane, true};
@@ -246,12 +246,12 @@ void GroupRunner::check_round(int s) {
     if (t.state == State::Done && t.rounds > 0 && !((sg.arrived_mask >> (j - first)) & 1u)) skipped |= 1u << (j - first);
   }
   if (skipped) {
-    flag(cat(group_name(), ": ", collective_name(sg.kind), " at ", code_location(sg.site), " was reached by ",
+    flag(cat(group_name(), ": ", collective_name(sg.kind), " at ", site_name(sg.site), " was reached by ",
              lanes_name(s, sg.arrived_mask), " of simdgroup ", s, " only: ", lanes_name(s, skipped),
              " took part in earlier simdgroup calls and returned without reaching it (a simdgroup call in divergent "
              "control flow; all active lanes must make it)"));
   } else if (sg.kind == Collective::Matrix && sg.arrived_mask != 0xFFFFFFFFu) {
-    flag(cat(group_name(), ": simdgroup_matrix operation at ", code_location(sg.site), " reached by ",
+    flag(cat(group_name(), ": simdgroup_matrix operation at ", site_name(sg.site), " reached by ",
              lanes_name(s, sg.arrived_mask), " of simdgroup ", s, " (", last - first,
              " threads); all 32 lanes of a simdgroup must take part in every simdgroup_matrix load, store and multiply"));
   }
@@ -347,6 +347,13 @@ std::string GroupRunner::lanes_name(int s, uint32_t mask) const {
   return cat(count == 1 ? "lane " : "lanes ", out.empty() ? std::string("none") : out);
 }
 
+std::string GroupRunner::site_name(const rt::CallSite& site) {
+  std::string file = site.file ? site.file : "?";
+  const size_t m = file.rfind("/metal/");
+  if (m != std::string::npos) file = file.substr(m + 1);
+  return cat(file, ":", site.line, ":", site.column);
+}
+
 const char* GroupRunner::collective_name(Collective kind) {
   switch (kind) {
     case Collective::SimdFunction: return "a simd_* function";
@@ -406,19 +413,17 @@ void fail(const char* what) {
 
 using Collective = mb::metal::sim::GroupRunner::Collective;
 
-// Each built-in passes its caller's return address: the call site in the kernel (the sim's MSL
-// functions are always inlined), which the uniformity check compares between lanes.
+// Each simdgroup built-in passes its call's source location, which the uniformity check compares
+// between the lanes of a round.
 void threadgroup_barrier(unsigned mem_flags) { mb::metal::sim::running("threadgroup_barrier").barrier(mem_flags); }
-void simdgroup_barrier(unsigned mem_flags) {
-  mb::metal::sim::running("simdgroup_barrier").simd_barrier(mem_flags, __builtin_return_address(0));
+void simdgroup_barrier(unsigned mem_flags, CallSite site) {
+  mb::metal::sim::running("simdgroup_barrier").simd_barrier(mem_flags, site);
 }
-SimdRound simd_exchange(const void* value, size_t bytes) {
+SimdRound simd_exchange(const void* value, size_t bytes, CallSite site) {
   if (bytes > kSimdSlotBytes) fail("simd_* value larger than the exchange slot");
-  return mb::metal::sim::running("simd_*").simd_exchange(value, bytes, __builtin_return_address(0), Collective::SimdFunction);
+  return mb::metal::sim::running("simd_*").simd_exchange(value, bytes, site, Collective::SimdFunction);
 }
-MatrixStep simdgroup_matrix_step() {
-  return mb::metal::sim::running("simdgroup_matrix").matrix_step(__builtin_return_address(0));
-}
+MatrixStep simdgroup_matrix_step(CallSite site) { return mb::metal::sim::running("simdgroup_matrix").matrix_step(site); }
 bool is_threadgroup_memory(const void* p) { return mb::metal::sim::running("threadgroup memory").is_threadgroup_memory(p); }
 void note_threadgroup_atomic(const void* p, size_t bytes) { mb::metal::sim::running("atomic").note_atomic(p, bytes); }
 void* threadgroup_alloc(const void* key, size_t bytes, size_t align, const char* name) {

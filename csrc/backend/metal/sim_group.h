@@ -39,12 +39,12 @@ class GroupRunner {
   // What a simdgroup call is, for the uniformity check and its messages.
   enum class Collective : uint8_t { SimdFunction, SimdBarrier, Matrix };
 
-  // Built-ins, called from kernel code on the running fiber. `site` is the caller's return address.
+  // Built-ins, called from kernel code on the running fiber. `site` is the call in the kernel source.
   void barrier(unsigned mem_flags);
-  void simd_barrier(unsigned mem_flags, const void* site);
-  metal_sim::rt::SimdRound simd_exchange(const void* value, size_t bytes, const void* site, Collective kind,
-                                         unsigned mem_flags = 0);
-  metal_sim::rt::MatrixStep matrix_step(const void* site);
+  void simd_barrier(unsigned mem_flags, const metal_sim::rt::CallSite& site);
+  metal_sim::rt::SimdRound simd_exchange(const void* value, size_t bytes, const metal_sim::rt::CallSite& site,
+                                         Collective kind, unsigned mem_flags = 0);
+  metal_sim::rt::MatrixStep matrix_step(const metal_sim::rt::CallSite& site);
   bool is_threadgroup_memory(const void* p) const;
   void note_atomic(const void* p, size_t bytes);
   void* threadgroup_alloc(const void* key, size_t bytes, size_t align, const char* name);
@@ -68,7 +68,7 @@ class GroupRunner {
     uint32_t gen = 0;
     uint32_t masks[2] = {0, 0};
     // The open round (full checks): the call its first lane reached, what it is, its barrier flags.
-    uint32_t site = 0;
+    metal_sim::rt::CallSite site{};
     int first_lane = 0;
     Collective kind = Collective::SimdFunction;
     unsigned mem_flags = 0;
@@ -97,6 +97,7 @@ class GroupRunner {
   std::string tg_byte_name(size_t offset) const;  // "byte 4 of threadgroup array 'tile'"
   std::string lanes_name(int s, uint32_t mask) const;
   static const char* collective_name(Collective kind);
+  static std::string site_name(const metal_sim::rt::CallSite& site);  // "metal/norm.metal:41:12"
   void check_round(int s);
   void report(const TgShadow::Report& rep, bool write, const TgShadow::Access& me);
 
