@@ -57,9 +57,11 @@ void bind(py::module_& m) {
      py::arg("reference") = false, py::arg("int16_activations") = false,
      "x [..., K] f32 times the dequantized [N, K] matrix transposed (+ bias): [..., N] f32. int16_activations "
      "lets the CPU decode kernel round x per group to 16-bit integers (ops/quant.h).");
-  m.def("_quant_gemv_simd", [] { return std::string(cpu::cpu_has_avx2() ? "avx2" : "portable"); },
-        "Kernels of the CPU quantized decode GEMV: 'avx2' (16-bit activations allowed) or 'portable' (f32 "
-        "only; MARKBASE_SIMD=off forces it).");
+  m.def("_quant_gemv_simd", [] {
+    return std::string(cpu::cpu_has_avx512_vnni() ? "avx512-vnni" : cpu::cpu_has_avx2() ? "avx2" : "portable");
+  }, "Kernels of the CPU quantized decode GEMV: 'avx512-vnni' (16-bit activations on AVX-512 VNNI for groups of "
+     "64 and more; AVX2 otherwise), 'avx2' (MARKBASE_SIMD=avx2 forces it) or 'portable' (f32 only; "
+     "MARKBASE_SIMD=off forces it).");
   m.def("embedding_quantized", [](const py::object& q, const py::object& s, const py::object& b, int bits,
                                   int group_size, const py::object& ido, float scale, const py::object& out,
                                   const std::string& device, bool reference) {

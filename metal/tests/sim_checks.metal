@@ -109,7 +109,8 @@ MB_REGISTER_KERNEL(test_ok_atomics_and_matrix)
 kernel void test_check_tg_out_of_bounds(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
                                         MB_THREAD_POSITION) {
   MB_THREADGROUP(float, small, [32]);
-  small[lidx] = x[tid.x];  // @oob-write
+  threadgroup float* slot = small;  // through a pointer, as a kernel computing its index would
+  slot[lidx] = x[tid.x];  // @oob-write
   threadgroup_barrier(mem_flags::mem_threadgroup);
   y[tid.x] = small[lidx % 32];
 }

@@ -9,6 +9,10 @@ group s·Σq·x + b·Σx in the fast ones, dequantize-then-dot in the reference)
 output by |s·x_k| ≳ 1e-3·S/K here) or a wrong group's scale.
 """
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -237,3 +241,23 @@ def test_linear_quantized_int16_activations_edge_rows():
     x[2, 7] = np.nan
     got = ops.linear_quantized(x, q, s, b, bits=4, group_size=64, int16_activations=True).numpy()
     assert np.isnan(got[2]).all() and np.isfinite(got[:2]).all()
+
+
+_AVX2_CHILD = """
+import sys
+import markbase as mb
+assert mb._core.ops._quant_gemv_simd() == "avx2", mb._core.ops._quant_gemv_simd()
+import pytest
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:benchmark", sys.argv[1], "-k", "int16_activations"]))
+"""
+
+
+def test_int16_kernels_of_avx2_on_any_x86():
+    """MARKBASE_SIMD=avx2 keeps the AVX2 16-bit-activation kernels where AVX-512 VNNI would run, so on such a
+    machine both paths are checked against the exact emulation above (on an AVX2-only machine this repeats
+    the default run)."""
+    if ops._quant_gemv_simd() == "portable":
+        return  # a CPU without AVX2 has no AVX2 kernels to check; the portable path is checked above
+    res = subprocess.run([sys.executable, "-c", _AVX2_CHILD, __file__], env=dict(os.environ, MARKBASE_SIMD="avx2"),
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -24,4 +24,19 @@ bool cpu_has_avx2() {
 #endif
 }
 
+bool cpu_has_avx512_vnni() {
+#if MB_HAVE_X86_SIMD
+  static const bool has = [] {
+    const char* v = std::getenv("MARKBASE_SIMD");
+    if (v && std::strcmp(v, "avx2") == 0) return false;
+    // libgcc's __builtin_cpu_supports reports AVX-512 only when the OS saves the zmm state (XGETBV).
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 }  // namespace mb::cpu

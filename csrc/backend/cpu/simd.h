@@ -11,6 +11,8 @@
 #define MB_HAVE_X86_SIMD 1
 // AVX2 + FMA + F16C: every x86 CPU since Haswell / Zen 1.
 #define MB_AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
+// AVX-512 with VNNI (vpdpwssd): Intel since Ice Lake / Cascade Lake, AMD since Zen 4.
+#define MB_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #else
 #define MB_HAVE_X86_SIMD 0
 #endif
@@ -20,6 +22,9 @@ namespace mb::cpu {
 // True when the CPU has AVX2, FMA and F16C and the environment does not disable SIMD
 // (MARKBASE_SIMD=off forces the portable kernels, so tests can check them on an AVX2 machine).
 bool cpu_has_avx2();
+// True when the CPU has AVX-512 F/BW/VL/VNNI (with OS support for the zmm state) besides cpu_has_avx2(),
+// and MARKBASE_SIMD is not "off" or "avx2" (which keeps the AVX2 kernels, for tests and comparisons).
+bool cpu_has_avx512_vnni();
 
 #if MB_HAVE_X86_SIMD
 

@@ -105,7 +105,8 @@ std::string code_location(uint32_t code) {
   if (!lib.empty() && lib.find('\'') == std::string::npos) {
     char cmd[4200];
     // code - 1: a return address points after its call; the call's own line is wanted.
-    std::snprintf(cmd, sizeof cmd, "addr2line -i -e '%s' 0x%x 2>/dev/null", lib.c_str(), code - 1);
+    // env -u LD_PRELOAD: under scripts/sanitize-check the ASan runtime must not load into addr2line.
+    std::snprintf(cmd, sizeof cmd, "env -u LD_PRELOAD addr2line -i -e '%s' 0x%x 2>/dev/null", lib.c_str(), code - 1);
     if (FILE* f = popen(cmd, "r")) {
       std::vector<std::string> frames;
       char line[4096];

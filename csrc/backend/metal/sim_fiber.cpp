@@ -10,6 +10,7 @@
 #include "core/errors.h"
 
 #if MB_SIM_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -116,6 +117,12 @@ void annotated_switch(FiberContext& from, FiberContext& to, bool keep) {
 }
 
 }  // namespace
+
+void fiber_abandoned([[maybe_unused]] FiberStack& stack) {
+#if MB_SIM_ASAN
+  __asan_unpoison_memory_region(stack.lo(), stack.size());
+#endif
+}
 
 void fiber_switch(FiberContext& from, FiberContext& to) { annotated_switch(from, to, true); }
 void fiber_exit(FiberContext& from, FiberContext& to) { annotated_switch(from, to, false); }

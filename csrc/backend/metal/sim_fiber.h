@@ -64,5 +64,8 @@ void fiber_prepare(FiberContext& ctx, FiberStack& stack, void (*fn)(void*), void
 void fiber_switch(FiberContext& from, FiberContext& to);
 // The last switch of a fiber whose function has ended: `from` is never resumed (until prepared anew).
 void fiber_exit(FiberContext& from, FiberContext& to);
+// A fiber left suspended for good (its group failed): under ASan, the redzones of its frames are cleared
+// from the stack so the next fiber on it starts from clean shadow memory (a no-op otherwise).
+void fiber_abandoned(FiberStack& stack);
 
 }  // namespace mb::metal::sim

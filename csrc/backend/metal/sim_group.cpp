@@ -119,6 +119,8 @@ void GroupRunner::run(const rt::KernelInfo& kernel, const rt::CallArgs& call, co
   t_running = outer;
   current_ = -1;
   if (error_) {
+    for (int i = 0; i < n_; ++i)
+      if (thread_[size_t(i)].state != State::Done) fiber_abandoned(*stacks_[size_t(i)]);
     std::exception_ptr e = error_;
     error_ = nullptr;
     std::rethrow_exception(e);
@@ -205,11 +207,12 @@ rt::SimdRound GroupRunner::simd_exchange(const void* value, size_t bytes, const 
       sg.mem_flags = 0;
     } else if (site.line != sg.site.line || site.column != sg.site.column ||
                (site.file != sg.site.file && std::strcmp(site.file, sg.site.file) != 0)) {
-      fail_now(cat(group_name(), ": divergent simdgroup calls: lane ", lane, " of simdgroup ", s, " (", thread_name(i),
+      flag(cat(group_name(), ": divergent simdgroup calls: lane ", lane, " of simdgroup ", s, " (", thread_name(i),
                    ") reached ", collective_name(kind), " at ", site_name(site), " while ", lanes_name(s, sg.arrived_mask),
                    (__builtin_popcount(sg.arrived_mask) == 1 ? " waits at " : " wait at "), collective_name(sg.kind), " at ", site_name(sg.site),
                    "; simd_*, simdgroup_barrier and simdgroup_matrix calls must be reached by all active lanes of a "
                    "simdgroup together"));
+      stop_fiber();
     }
     sg.mem_flags |= mem_flags;
   }
@@ -278,31 +281,37 @@ void GroupRunner::threadgroup_access(const unsigned char* p, size_t bytes, bool 
   const TgShadow::Access me{0, code_offset(return_address), uint16_t(g->current_),
                             g->simd_[size_t(g->current_ / rt::kSimdWidth)].sync};
   if (off + bytes > g->tg_used_) {
-    g->fail_now(cat(g->group_name(), ": ", g->thread_name(g->current_), (write ? " writes " : " reads "), bytes,
+    g->flag(cat(g->group_name(), ": ", g->thread_name(g->current_), (write ? " writes " : " reads "), bytes,
                     " bytes at threadgroup offset ", off, " at ", code_location(me.code), ", past the ", g->tg_used_,
                     " bytes of threadgroup memory the kernel declared (an array index out of bounds)"));
+    g->stop_fiber();
   }
   const TgShadow::Report rep =
       g->shadow_->access(off, bytes, write, me, [g](uint16_t t) { return g->simd_[size_t(t / rt::kSimdWidth)].sync; });
-  if (rep.finding != TgShadow::Finding::None) g->report(rep, write, me);
+  if (rep.finding != TgShadow::Finding::None) {
+    g->report(rep, write, me);
+    g->stop_fiber();
+  }
 }
 
 void GroupRunner::report(const TgShadow::Report& rep, bool write, const TgShadow::Access& me) {
   if (rep.finding == TgShadow::Finding::Uninitialised) {
-    fail_now(cat(group_name(), ": ", thread_name(me.thread), " reads ", tg_byte_name(rep.offset), " at ",
+    flag(cat(group_name(), ": ", thread_name(me.thread), " reads ", tg_byte_name(rep.offset), " at ",
                  code_location(me.code),
                  ", which no thread of the threadgroup has written (threadgroup memory is undefined until written)"));
+    return;
   }
   const bool same_simd = rep.earlier.thread / rt::kSimdWidth == me.thread / rt::kSimdWidth;
-  fail_now(cat(group_name(), ": threadgroup-memory race on ", tg_byte_name(rep.offset), ": ", thread_name(me.thread),
+  flag(cat(group_name(), ": threadgroup-memory race on ", tg_byte_name(rep.offset), ": ", thread_name(me.thread),
                (write ? " writes" : " reads"), " it at ", code_location(me.code), " and ", thread_name(rep.earlier.thread),
                (rep.earlier_was_write ? " wrote" : " read"), " it at ", code_location(rep.earlier.code),
                " with no threadgroup_barrier(mem_flags::mem_threadgroup) between them",
                (same_simd ? " (nor a simdgroup_barrier(mem_flags::mem_threadgroup): the threads share a simdgroup)" : "")));
 }
 
-void GroupRunner::fail_now(const std::string& message) {
-  flag(message);
+// Called with no temporaries alive in its caller's frame: this fiber is abandoned, so nothing on its
+// stack is ever destroyed.
+void GroupRunner::stop_fiber() {
   yield();  // the scheduler stops at the error; this fiber is never resumed
   std::abort();
 }

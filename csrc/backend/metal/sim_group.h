@@ -87,8 +87,8 @@ class GroupRunner {
   void yield();
   void release_simd(int s);
   [[noreturn]] void deadlock();
-  // Records a finding of the full checks as the group's error and leaves the running fiber for good.
-  [[noreturn]] void fail_now(const std::string& message);
+  // After flag(): leaves the running fiber for good (the scheduler stops at the error).
+  [[noreturn]] void stop_fiber();
   // Records a finding without leaving the fiber (from the scheduler's bookkeeping).
   void flag(const std::string& message);
   metal_sim::rt::ThreadPos position(int i) const;
