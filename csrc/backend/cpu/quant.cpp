@@ -183,6 +183,27 @@ MB_AVX2_TARGET float dot_f32(const T* a, const float* b, int64_t n) {
   return sum;
 }
 
+// sdx[r][i] = s[r, g0 + i]·dx[g0 + i] for the gn groups of a chunk: the f32 factor of each group's
+// exact int32 sum in the x16 kernels.
+template <int R, int kChunk, class ST>
+MB_AVX2_TARGET inline void scale_times_dx(const GemvArgs& a, const ST* s, int64_t g0, int64_t gn, float (&sdx)[R][kChunk]) {
+  for (int r = 0; r < R; ++r) {
+    const ST* sr = s + r * a.scale_stride + g0;
+    int64_t i = 0;
+    for (; i + 8 <= gn; i += 8)
+      _mm256_store_ps(sdx[r] + i, _mm256_mul_ps(load8_f32(sr + i), _mm256_loadu_ps(a.dx + g0 + i)));
+    for (; i < gn; ++i) sdx[r][i] = load_f32(sr + i) * a.dx[g0 + i];
+  }
+}
+
+// As gemv_rows_avx2: the same bytes (group at offset o) of the next row of each stream, one hint per cache line.
+template <int R, int64_t kGroupBytes>
+MB_AVX2_TARGET inline void prefetch_next_rows(const uint8_t* const (&q)[R], int64_t next_row, int64_t o) {
+  if (kGroupBytes >= 64 || (o & 63) == 0)
+    for (int64_t off = 0; off < kGroupBytes; off += 64)
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(q[r] + next_row + o + off), _MM_HINT_T0);
+}
+
 // As gemv_rows_avx2 with x rounded to 16-bit integers per group: Σ q·x16 exact in int32 lanes
 // (vpmaddwd: 16 weights widened to i16 per instruction, no float conversion per weight), then
 // (s·dx)·Σ per group in f32, and Σ_g b·Σx as one dot product per row. Half the instructions per weight of
@@ -200,20 +221,10 @@ MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST*
   prefetch_scales(s, b, a.G, a.scale_stride, R);
   for (int64_t g0 = 0; g0 < a.G; g0 += kChunk) {
     const int64_t gn = std::min(kChunk, a.G - g0);
-    for (int r = 0; r < R; ++r) {
-      const ST* sr = s + r * a.scale_stride + g0;
-      int64_t i = 0;
-      for (; i + 8 <= gn; i += 8)
-        _mm256_store_ps(sdx[r] + i, _mm256_mul_ps(load8_f32(sr + i), _mm256_loadu_ps(a.dx + g0 + i)));
-      for (; i < gn; ++i) sdx[r][i] = load_f32(sr + i) * a.dx[g0 + i];
-    }
+    scale_times_dx<R>(a, s, g0, gn, sdx);
     for (int64_t gi = 0; gi < gn; ++gi) {
       const int64_t g = g0 + gi, o = g * kGroupBytes;
-      // As gemv_rows_avx2: the same bytes of the next row of each stream, one hint per cache line.
-      if (kGroupBytes >= 64 || (o & 63) == 0)
-        for (int64_t off = 0; off < kGroupBytes; off += 64)
-          for (int r = 0; r < R; ++r)
-            _mm_prefetch(reinterpret_cast<const char*>(q[r] + a.next_row + o + off), _MM_HINT_T0);
+      prefetch_next_rows<R, kGroupBytes>(q, a.next_row, o);
       __m256i d[R];
       for (int r = 0; r < R; ++r) d[r] = _mm256_setzero_si256();
       if constexpr (BITS == 8) {
@@ -270,19 +281,10 @@ MB_AVX512_TARGET void gemv_rows_avx512_x16(const GemvArgs& a, const ST* s, const
   prefetch_scales(s, b, a.G, a.scale_stride, R);
   for (int64_t g0 = 0; g0 < a.G; g0 += kChunk) {
     const int64_t gn = std::min(kChunk, a.G - g0);
-    for (int r = 0; r < R; ++r) {
-      const ST* sr = s + r * a.scale_stride + g0;
-      int64_t i = 0;
-      for (; i + 8 <= gn; i += 8)
-        _mm256_store_ps(sdx[r] + i, _mm256_mul_ps(load8_f32(sr + i), _mm256_loadu_ps(a.dx + g0 + i)));
-      for (; i < gn; ++i) sdx[r][i] = load_f32(sr + i) * a.dx[g0 + i];
-    }
+    scale_times_dx<R>(a, s, g0, gn, sdx);
     for (int64_t gi = 0; gi < gn; ++gi) {
       const int64_t g = g0 + gi, o = g * kGroupBytes;
-      if (kGroupBytes >= 64 || (o & 63) == 0)
-        for (int64_t off = 0; off < kGroupBytes; off += 64)
-          for (int r = 0; r < R; ++r)
-            _mm_prefetch(reinterpret_cast<const char*>(q[r] + a.next_row + o + off), _MM_HINT_T0);
+      prefetch_next_rows<R, kGroupBytes>(q, a.next_row, o);
       __m512i d[R];
       for (int r = 0; r < R; ++r) d[r] = _mm512_setzero_si512();
       if constexpr (BITS == 8) {
