@@ -56,12 +56,17 @@ def test_quantized_load_matches_transformers(oracle, quant_ref, family, bits, de
 
 @pytest.mark.parametrize("family,bits", CASES)
 def test_precision_auto_matches_transformers(oracle, quant_ref, family, bits):
-    """precision="auto" (the default): the CPU decode GEMVs round activations to 16 bits per group. Greedy
-    tokens still equal transformers' on the dequantized weights. Each decode step's logits stay within 1e-2
-    (max |Δ| / max |f32|) of precision="f32": every product moves by ≤ 2^-16 of its group's largest |x|, which
-    the random oracle models amplify to 1e-4–3e-3 observed, against 6e-2 (q8) and 5e-1 (q4) for the weight
-    rounding itself; a wrong kernel shows as O(1). Prefill (GEMM) is f32 either way but the 26B's experts
-    see few rows each, so its logits get the same 1e-2. The rounding must be there: decode logits differ."""
+    """precision="auto" (the default): the CPU decode GEMVs round activations to 16 bits per group. Each decode
+    step's logits stay within 1e-2 (max |Δ| / max |f32|) of precision="f32": every product moves by ≤ 2^-16 of
+    its group's largest |x|, which the random oracle models amplify to 1e-4–3e-3 observed, against 6e-2 (q8)
+    and 5e-1 (q4) for the weight rounding itself; a wrong kernel shows as O(1). Prefill (GEMM) is f32 either
+    way but the 26B's experts see few rows each, so its logits get the same 1e-2. The rounding must be there:
+    decode logits differ.
+    Greedy tokens, teacher-forced along transformers' 64 (each step decodes the reference token, so one flip
+    does not derail the rest): auto's argmax equals transformers' at ≥ 63 of 64 steps, and a step where it
+    does not is a near-tie that the 16-bit rounding itself can flip — the exact path's gap between the two
+    tokens is within that step's measured auto-vs-f32 perturbation. (A sum order change of 3e-7 relative, e.g.
+    AVX-512 vs AVX2 lanes, is amplified to ~1e-3 by the random e4b and flipped a 9e-4 gap at step 10.)"""
     ref = quant_ref(family, bits)
     path = os.path.join(oracle[family], "f32")
     model = mb.load(path, device="cpu", quantize=f"q{bits}")
@@ -69,13 +74,19 @@ def test_precision_auto_matches_transformers(oracle, quant_ref, family, bits):
     assert rel_err(model.logits(ref["ids"]), ref["logits"]) <= 1e-2
     sess, exact = model.session(), mb.load(path, device="cpu", quantize=f"q{bits}", precision="f32").session()
     logits, exact_logits = sess.prefill(ref["ids"]), exact.prefill(ref["ids"])
-    tokens, moved = [], False
-    for _ in range(GREEDY_TOKENS):
-        tokens.append(int(np.argmax(logits)))
-        logits, exact_logits = sess.decode(tokens[-1]), exact.decode(tokens[-1])
+    flips, moved = [], False
+    for step, want in enumerate(ref["greedy"][:GREEDY_TOKENS]):
+        got = int(np.argmax(logits))
+        if got != int(want):
+            perturbation = np.abs(np.asarray(logits, np.float64) - exact_logits).max()
+            gap = abs(float(exact_logits.ravel()[got]) - float(exact_logits.ravel()[int(want)]))
+            assert gap <= 2 * perturbation, f"step {step}: token {got}, transformers {int(want)}: gap {gap:.3g} in the " \
+                                            f"f32 path is no near-tie (auto moved logits by {perturbation:.3g})"
+            flips.append(step)
+        logits, exact_logits = sess.decode(int(want)), exact.decode(int(want))
         assert rel_err(logits, exact_logits) <= 1e-2
         moved |= not np.array_equal(logits, exact_logits)
-    np.testing.assert_array_equal(np.array(tokens), ref["greedy"])
+    assert len(flips) <= 1, f"greedy tokens differ from transformers' at steps {flips}"
     assert moved or mb._core.ops._quant_gemv_simd() == "portable"
 
 
