@@ -78,7 +78,11 @@ def build(cache: str) -> str:
     src = source_dir(cache)
     os.makedirs(out, exist_ok=True)
     _log(f"building llama-bench and llama-quantize in {out} (several minutes on 2 cores)")
+    # No AMX: a VM can list amx_tile in /proc/cpuinfo without granting the tile state, and ggml's AMX
+    # matmul (compiled in by -march=native) then segfaults (seen here on an "Intel Xeon" VM, 2026-12-04).
+    no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" if "amx_tile" in isa_tag() else ""
     _run(["cmake", "-S", src, "-B", out, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON",
+          f"-DCMAKE_C_FLAGS={no_amx}", f"-DCMAKE_CXX_FLAGS={no_amx}",
           "-DGGML_CUDA=OFF", "-DGGML_METAL=OFF", "-DGGML_VULKAN=OFF", "-DLLAMA_OPENSSL=OFF",
           "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF",
           "-DLLAMA_BUILD_APP=OFF", "-DBUILD_SHARED_LIBS=OFF"], os.path.join(out, "configure.log"))
