@@ -20,11 +20,10 @@ constexpr mem_flags operator|(mem_flags a, mem_flags b) { return mem_flags(unsig
 // include mem_threadgroup, as MSL does.
 // Every simdgroup call takes a trailing defaulted `MB_SIM_SITE` parameter: the caller's source location,
 // by which the full checks tell calls apart (kernels never pass it).
-#define MB_SIM_ALWAYS_INLINE inline __attribute__((always_inline))
 #define MB_SIM_SITE std::source_location mb_site = std::source_location::current()
 #define MB_SIM_SITE_ARG (::metal_sim::rt::CallSite{mb_site.file_name(), mb_site.line(), mb_site.column()})
-MB_SIM_ALWAYS_INLINE void threadgroup_barrier(mem_flags f) { ::metal_sim::rt::threadgroup_barrier(unsigned(f)); }
-MB_SIM_ALWAYS_INLINE void simdgroup_barrier(mem_flags f, MB_SIM_SITE) {
+inline void threadgroup_barrier(mem_flags f) { ::metal_sim::rt::threadgroup_barrier(unsigned(f)); }
+inline void simdgroup_barrier(mem_flags f, MB_SIM_SITE) {
   ::metal_sim::rt::simdgroup_barrier(unsigned(f), MB_SIM_SITE_ARG);
 }
 
@@ -35,7 +34,7 @@ namespace metal_sim::simd {
 template <class T>
 struct Round {
   rt::SimdRound r;
-  MB_SIM_ALWAYS_INLINE Round(const T& v, rt::CallSite site) {
+  inline Round(const T& v, rt::CallSite site) {
     static_assert(sizeof(T) <= rt::kSimdSlotBytes, "simd_*: value larger than the sim's exchange slot");
     static_assert(std::is_trivially_copyable_v<T>, "simd_*: only scalars and vectors can be exchanged");
     r = rt::simd_exchange(&v, sizeof(T), site);
@@ -69,70 +68,70 @@ namespace metal {
 
 // Sum over the active lanes (in lane order).
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_sum(T x, MB_SIM_SITE) {
+inline T simd_sum(T x, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   bool any;
   return ::metal_sim::simd::fold(rd, 32u, [](T a, T b) { return T(a + b); }, &any);
 }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_product(T x, MB_SIM_SITE) {
+inline T simd_product(T x, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   bool any;
   return ::metal_sim::simd::fold(rd, 32u, [](T a, T b) { return T(a * b); }, &any);
 }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_max(T x, MB_SIM_SITE) {
+inline T simd_max(T x, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   bool any;
   return ::metal_sim::simd::fold(rd, 32u, [](T a, T b) { return max(a, b); }, &any);
 }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_min(T x, MB_SIM_SITE) {
+inline T simd_min(T x, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   bool any;
   return ::metal_sim::simd::fold(rd, 32u, [](T a, T b) { return min(a, b); }, &any);
 }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_and(T x, MB_SIM_SITE) {
+inline T simd_and(T x, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   bool any;
   return ::metal_sim::simd::fold(rd, 32u, [](T a, T b) { return T(a & b); }, &any);
 }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_or(T x, MB_SIM_SITE) {
+inline T simd_or(T x, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   bool any;
   return ::metal_sim::simd::fold(rd, 32u, [](T a, T b) { return T(a | b); }, &any);
 }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_xor(T x, MB_SIM_SITE) {
+inline T simd_xor(T x, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   bool any;
   return ::metal_sim::simd::fold(rd, 32u, [](T a, T b) { return T(a ^ b); }, &any);
 }
 // Sum over the active lanes below the caller (exclusive: 0 for the first) or up to it (inclusive).
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_prefix_exclusive_sum(T x, MB_SIM_SITE) {
+inline T simd_prefix_exclusive_sum(T x, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   bool any;
   T s = ::metal_sim::simd::fold(rd, rd.lane(), [](T a, T b) { return T(a + b); }, &any);
   return any ? s : T(0);
 }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_prefix_inclusive_sum(T x, MB_SIM_SITE) {
+inline T simd_prefix_inclusive_sum(T x, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   bool any;
   return ::metal_sim::simd::fold(rd, rd.lane() + 1, [](T a, T b) { return T(a + b); }, &any);
 }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_prefix_exclusive_product(T x, MB_SIM_SITE) {
+inline T simd_prefix_exclusive_product(T x, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   bool any;
   T s = ::metal_sim::simd::fold(rd, rd.lane(), [](T a, T b) { return T(a * b); }, &any);
   return any ? s : T(1);
 }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_prefix_inclusive_product(T x, MB_SIM_SITE) {
+inline T simd_prefix_inclusive_product(T x, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   bool any;
   return ::metal_sim::simd::fold(rd, rd.lane() + 1, [](T a, T b) { return T(a * b); }, &any);
@@ -140,14 +139,14 @@ MB_SIM_ALWAYS_INLINE T simd_prefix_inclusive_product(T x, MB_SIM_SITE) {
 
 // The value of lane `lane`.
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_shuffle(T x, ushort lane, MB_SIM_SITE) {
+inline T simd_shuffle(T x, ushort lane, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   return rd.at(lane);
 }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_broadcast(T x, ushort lane, MB_SIM_SITE) { return simd_shuffle(x, lane, mb_site); }
+inline T simd_broadcast(T x, ushort lane, MB_SIM_SITE) { return simd_shuffle(x, lane, mb_site); }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_broadcast_first(T x, MB_SIM_SITE) {
+inline T simd_broadcast_first(T x, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   for (uint32_t l = 0; l < 32; ++l)
     if (rd.active(l)) return rd.at(l);
@@ -155,54 +154,54 @@ MB_SIM_ALWAYS_INLINE T simd_broadcast_first(T x, MB_SIM_SITE) {
 }
 // From lane + delta; the upper `delta` lanes keep their own value.
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_shuffle_down(T x, ushort delta, MB_SIM_SITE) {
+inline T simd_shuffle_down(T x, ushort delta, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   uint32_t src = rd.lane() + delta;
   return src < 32 ? rd.at(src) : x;
 }
 // From lane - delta; the lower `delta` lanes keep their own value.
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_shuffle_up(T x, ushort delta, MB_SIM_SITE) {
+inline T simd_shuffle_up(T x, ushort delta, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   return rd.lane() >= delta ? rd.at(rd.lane() - delta) : x;
 }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_shuffle_xor(T x, ushort mask, MB_SIM_SITE) {
+inline T simd_shuffle_xor(T x, ushort mask, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   return rd.at((rd.lane() ^ mask) & 31u);
 }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_shuffle_rotate_down(T x, ushort delta, MB_SIM_SITE) {
+inline T simd_shuffle_rotate_down(T x, ushort delta, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   return rd.at((rd.lane() + delta) & 31u);
 }
 template <class T>
-MB_SIM_ALWAYS_INLINE T simd_shuffle_rotate_up(T x, ushort delta, MB_SIM_SITE) {
+inline T simd_shuffle_rotate_up(T x, ushort delta, MB_SIM_SITE) {
   ::metal_sim::simd::Round<T> rd(x, MB_SIM_SITE_ARG);
   return rd.at((rd.lane() + 32u - (delta & 31u)) & 31u);
 }
 
-MB_SIM_ALWAYS_INLINE bool simd_all(bool v, MB_SIM_SITE) {
+inline bool simd_all(bool v, MB_SIM_SITE) {
   ::metal_sim::simd::Round<bool> rd(v, MB_SIM_SITE_ARG);
   for (uint32_t l = 0; l < 32; ++l)
     if (rd.active(l) && !rd.at(l)) return false;
   return true;
 }
-MB_SIM_ALWAYS_INLINE bool simd_any(bool v, MB_SIM_SITE) {
+inline bool simd_any(bool v, MB_SIM_SITE) {
   ::metal_sim::simd::Round<bool> rd(v, MB_SIM_SITE_ARG);
   for (uint32_t l = 0; l < 32; ++l)
     if (rd.active(l) && rd.at(l)) return true;
   return false;
 }
 // One bit per active lane whose predicate is true (MSL's simd_vote as its integer value).
-MB_SIM_ALWAYS_INLINE ulong simd_ballot(bool v, MB_SIM_SITE) {
+inline ulong simd_ballot(bool v, MB_SIM_SITE) {
   ::metal_sim::simd::Round<bool> rd(v, MB_SIM_SITE_ARG);
   ulong m = 0;
   for (uint32_t l = 0; l < 32; ++l)
     if (rd.active(l) && rd.at(l)) m |= ulong(1) << l;
   return m;
 }
-MB_SIM_ALWAYS_INLINE bool simd_is_first(MB_SIM_SITE) {
+inline bool simd_is_first(MB_SIM_SITE) {
   ::metal_sim::simd::Round<bool> rd(true, MB_SIM_SITE_ARG);
   for (uint32_t l = 0; l < 32; ++l)
     if (rd.active(l)) return l == rd.lane();

@@ -61,7 +61,7 @@ inline void store(const simdgroup_matrix<T, R, C>& a, ulong elements_per_row, ul
 
 // From threadgroup or thread memory (a plain pointer in the sim).
 template <class T, int R, int C>
-MB_SIM_ALWAYS_INLINE void simdgroup_load(simdgroup_matrix<T, R, C>& d, const T* src, ulong elements_per_row = C,
+inline void simdgroup_load(simdgroup_matrix<T, R, C>& d, const T* src, ulong elements_per_row = C,
                            ulong2 matrix_origin = 0, bool transpose_matrix = false, MB_SIM_SITE) {
   ::metal_sim::rt::simdgroup_matrix_step(MB_SIM_SITE_ARG);
   sim_detail::load(d, elements_per_row, matrix_origin, transpose_matrix, [&](ulong i) { return src[i]; });
@@ -69,20 +69,20 @@ MB_SIM_ALWAYS_INLINE void simdgroup_load(simdgroup_matrix<T, R, C>& d, const T* 
 // From device memory: every element read is bounds-checked.
 template <class T, int R, int C, class U>
   requires std::is_same_v<std::remove_const_t<U>, T>
-MB_SIM_ALWAYS_INLINE void simdgroup_load(simdgroup_matrix<T, R, C>& d, ::metal_sim::device_ptr<U> src,
+inline void simdgroup_load(simdgroup_matrix<T, R, C>& d, ::metal_sim::device_ptr<U> src,
                            ulong elements_per_row = C, ulong2 matrix_origin = 0, bool transpose_matrix = false, MB_SIM_SITE) {
   ::metal_sim::rt::simdgroup_matrix_step(MB_SIM_SITE_ARG);
   sim_detail::load(d, elements_per_row, matrix_origin, transpose_matrix, [&](ulong i) { return T(src[ptrdiff_t(i)]); });
 }
 template <class T, int R, int C>
-MB_SIM_ALWAYS_INLINE void simdgroup_store(const simdgroup_matrix<T, R, C>& a, T* dst, ulong elements_per_row = C,
+inline void simdgroup_store(const simdgroup_matrix<T, R, C>& a, T* dst, ulong elements_per_row = C,
                                           ulong2 matrix_origin = 0, bool transpose_matrix = false, MB_SIM_SITE) {
   const ::metal_sim::rt::MatrixStep step = ::metal_sim::rt::simdgroup_matrix_step(MB_SIM_SITE_ARG);
   const int lane = step.distribute && ::metal_sim::rt::is_threadgroup_memory(dst) ? int(step.lane) : -1;
   sim_detail::store(a, elements_per_row, matrix_origin, transpose_matrix, [&](ulong i, T v) { dst[i] = v; }, lane);
 }
 template <class T, int R, int C>
-MB_SIM_ALWAYS_INLINE void simdgroup_store(const simdgroup_matrix<T, R, C>& a, ::metal_sim::device_ptr<T> dst, ulong elements_per_row = C,
+inline void simdgroup_store(const simdgroup_matrix<T, R, C>& a, ::metal_sim::device_ptr<T> dst, ulong elements_per_row = C,
                             ulong2 matrix_origin = 0, bool transpose_matrix = false, MB_SIM_SITE) {
   ::metal_sim::rt::simdgroup_matrix_step(MB_SIM_SITE_ARG);
   sim_detail::store(a, elements_per_row, matrix_origin, transpose_matrix, [&](ulong i, T v) { dst[ptrdiff_t(i)] = v; });
@@ -104,13 +104,13 @@ inline void multiply_accumulate(simdgroup_matrix<T, R, C>& d, const simdgroup_ma
 }
 }  // namespace sim_detail
 template <class T, int R, int K, int C>
-MB_SIM_ALWAYS_INLINE void simdgroup_multiply_accumulate(simdgroup_matrix<T, R, C>& d, const simdgroup_matrix<T, R, K>& a,
+inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, R, C>& d, const simdgroup_matrix<T, R, K>& a,
                                                         const simdgroup_matrix<T, K, C>& b, const simdgroup_matrix<T, R, C>& c, MB_SIM_SITE) {
   ::metal_sim::rt::simdgroup_matrix_step(MB_SIM_SITE_ARG);
   sim_detail::multiply_accumulate(d, a, b, c);
 }
 template <class T, int R, int K, int C>
-MB_SIM_ALWAYS_INLINE void simdgroup_multiply(simdgroup_matrix<T, R, C>& d, const simdgroup_matrix<T, R, K>& a,
+inline void simdgroup_multiply(simdgroup_matrix<T, R, C>& d, const simdgroup_matrix<T, R, K>& a,
                                              const simdgroup_matrix<T, K, C>& b, MB_SIM_SITE) {
   ::metal_sim::rt::simdgroup_matrix_step(MB_SIM_SITE_ARG);
   sim_detail::multiply_accumulate(d, a, b, make_filled_simdgroup_matrix<T, R, C>(T(0)));

@@ -75,12 +75,12 @@ std::string library_path() {
   return dladdr(reinterpret_cast<const void*>(&library_base), &info) && info.dli_fname ? info.dli_fname : "";
 }
 
-// "dir/.../metal/x.metal:12" -> "metal/x.metal:12"
-std::string short_path(const std::string& where) {
+}  // namespace
+
+std::string source_path(const std::string& where) {
   const size_t m = where.rfind("/metal/");
   return m == std::string::npos ? where : where.substr(m + 1);
 }
-}  // namespace
 
 uint32_t code_offset(const void* return_address) {
   const uintptr_t pc = reinterpret_cast<uintptr_t>(return_address);
@@ -115,7 +115,7 @@ std::string code_location(uint32_t code) {
         while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
         const size_t paren = s.find(" (discriminator");
         if (paren != std::string::npos) s.resize(paren);
-        if (!s.empty() && s.find("??") == std::string::npos) frames.push_back(short_path(s));
+        if (!s.empty() && s.find("??") == std::string::npos) frames.push_back(source_path(s));
       }
       pclose(f);
       for (size_t i = 0; i < frames.size(); ++i) {

@@ -27,6 +27,8 @@ void give_back_arena(unsigned char* arena);
 // address); the result names the kernel source line ("metal/norm.metal:41"), or the offset when no
 // line table or addr2line is at hand.
 uint32_t code_offset(const void* return_address);
+// "/abs/.../metal/x.metal:12" -> "metal/x.metal:12" (paths in messages start at the project's metal/).
+std::string source_path(const std::string& where);
 std::string code_location(uint32_t code);
 
 }  // namespace mb::metal::sim

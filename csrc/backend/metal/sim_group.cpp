@@ -202,13 +202,12 @@ rt::SimdRound GroupRunner::simd_exchange(const void* value, size_t bytes, const 
     // exchanging values of two different operations.
     if (sg.arrived == 0) {
       sg.site = site;
-      sg.first_lane = int(lane);
       sg.kind = kind;
       sg.mem_flags = 0;
     } else if (site.line != sg.site.line || site.column != sg.site.column ||
                (site.file != sg.site.file && std::strcmp(site.file, sg.site.file) != 0)) {
       flag(cat(group_name(), ": divergent simdgroup calls: lane ", lane, " of simdgroup ", s, " (", thread_name(i),
-                   ") reached ", collective_name(kind), " at ", site_name(site), " while ", lanes_name(s, sg.arrived_mask),
+                   ") reached ", collective_name(kind), " at ", site_name(site), " while ", lanes_name(sg.arrived_mask),
                    (__builtin_popcount(sg.arrived_mask) == 1 ? " waits at " : " wait at "), collective_name(sg.kind), " at ", site_name(sg.site),
                    "; simd_*, simdgroup_barrier and simdgroup_matrix calls must be reached by all active lanes of a "
                    "simdgroup together"));
@@ -250,12 +249,12 @@ void GroupRunner::check_round(int s) {
   }
   if (skipped) {
     flag(cat(group_name(), ": ", collective_name(sg.kind), " at ", site_name(sg.site), " was reached by ",
-             lanes_name(s, sg.arrived_mask), " of simdgroup ", s, " only: ", lanes_name(s, skipped),
+             lanes_name(sg.arrived_mask), " of simdgroup ", s, " only: ", lanes_name(skipped),
              " took part in earlier simdgroup calls and returned without reaching it (a simdgroup call in divergent "
              "control flow; all active lanes must make it)"));
   } else if (sg.kind == Collective::Matrix && sg.arrived_mask != 0xFFFFFFFFu) {
     flag(cat(group_name(), ": simdgroup_matrix operation at ", site_name(sg.site), " reached by ",
-             lanes_name(s, sg.arrived_mask), " of simdgroup ", s, " (", last - first,
+             lanes_name(sg.arrived_mask), " of simdgroup ", s, " (", last - first,
              " threads); all 32 lanes of a simdgroup must take part in every simdgroup_matrix load, store and multiply"));
   }
   for (int j = first; j < last; ++j)
@@ -337,9 +336,7 @@ std::string GroupRunner::tg_byte_name(size_t offset) const {
   return cat("threadgroup byte ", offset);
 }
 
-// "lanes 0-15, 20" for a lane mask of simdgroup s.
-std::string GroupRunner::lanes_name(int s, uint32_t mask) const {
-  (void)s;
+std::string GroupRunner::lanes_name(uint32_t mask) {
   std::string out;
   int count = 0;
   for (int l = 0; l < rt::kSimdWidth;) {
@@ -357,10 +354,7 @@ std::string GroupRunner::lanes_name(int s, uint32_t mask) const {
 }
 
 std::string GroupRunner::site_name(const rt::CallSite& site) {
-  std::string file = site.file ? site.file : "?";
-  const size_t m = file.rfind("/metal/");
-  if (m != std::string::npos) file = file.substr(m + 1);
-  return cat(file, ":", site.line, ":", site.column);
+  return cat(source_path(site.file ? site.file : "?"), ":", site.line, ":", site.column);
 }
 
 const char* GroupRunner::collective_name(Collective kind) {
@@ -393,7 +387,7 @@ void GroupRunner::deadlock() {
     if (thread_[size_t(i)].state == State::AtBarrier) ++at_barrier;
     if (thread_[size_t(i)].state == State::AtSimd) ++at_simd;
   }
-  const std::string who = cat("metal-sim: kernel '", kernel_->name, "', threadgroup (", group_[0], ", ", group_[1], ", ", group_[2], "): ");
+  const std::string who = group_name() + ": ";
   if (at_barrier && !at_simd)
     throw DeviceError(cat(who, "threadgroup_barrier reached by ", at_barrier, " of ", n_, " threads; ", done_,
                           " returned before reaching it (every thread of a threadgroup must reach each barrier)"));

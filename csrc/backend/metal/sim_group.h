@@ -69,7 +69,6 @@ class GroupRunner {
     uint32_t masks[2] = {0, 0};
     // The open round (full checks): the call its first lane reached, what it is, its barrier flags.
     metal_sim::rt::CallSite site{};
-    int first_lane = 0;
     Collective kind = Collective::SimdFunction;
     unsigned mem_flags = 0;
     uint16_t sync = 0;  // simdgroup_barrier(mem_threadgroup) calls completed (race check)
@@ -95,7 +94,7 @@ class GroupRunner {
   std::string group_name() const;     // "metal-sim: kernel 'k', threadgroup (a, b, c)"
   std::string thread_name(int i) const;  // "thread (x, y, z)" (thread_position_in_threadgroup)
   std::string tg_byte_name(size_t offset) const;  // "byte 4 of threadgroup array 'tile'"
-  std::string lanes_name(int s, uint32_t mask) const;
+  static std::string lanes_name(uint32_t mask);  // "lanes 0-15, 20"
   static const char* collective_name(Collective kind);
   static std::string site_name(const metal_sim::rt::CallSite& site);  // "metal/norm.metal:41:12"
   void check_round(int s);
