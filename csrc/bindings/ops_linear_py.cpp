@@ -1,6 +1,7 @@
 // markbase._core.ops: linear, linear_gathered (ops/linear.h).
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
+#include "backend/cpu/gemm.h"
 #include "ops/linear.h"
 
 namespace mb::py_bind {
@@ -36,6 +37,8 @@ void bind(py::module_& m) {
      py::arg("device") = "cpu", py::arg("reference") = false,
      "out[r] = x[r] · w[ids[r]]ᵀ. x: [R, K] f32; w: [E, N, K] f32/bf16/f16; ids: [R] i32 in [0, E); "
      "out: [R, N] f32; f32 accumulation.");
+  m.def("_gemm_simd", [] { return std::string(cpu::gemm_kernel_name()); },
+        "Micro-kernel of the CPU prefill GEMM: 'avx512' (MARKBASE_SIMD=avx2 keeps 'avx2'), 'avx2' or 'portable'.");
 }
 
 Registrar reg("ops", bind);

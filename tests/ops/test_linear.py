@@ -176,6 +176,47 @@ def test_linear_portable_fallback(tmp_path):
         assert_linear_close(data[f"{key}_ref"], x @ w.T + b, scale, x.shape[1], "bf16", f"fallback ref {key}")
 
 
+_GEMM_CHILD = r"""
+import sys
+import numpy as np
+import markbase as mb
+from markbase._core import ops
+res = {"simd": np.array(ops._gemm_simd())}
+# M > 8 takes the blocked GEMM; edges of every tile size (12 × 32 and 6 × 16), k slices of 256, a 288-row task.
+for i, (M, K, N) in enumerate([(9, 1, 1), (13, 257, 33), (33, 600, 200), (300, 70, 47), (25, 513, 64)]):
+    r = np.random.default_rng(i)
+    for wd in ("f32", "bf16"):
+        x = r.normal(size=(M, K)).astype(np.float32)
+        w = mb.Tensor(r.normal(size=(N, K)).astype(np.float32), dtype=wd)
+        b = r.normal(size=(N,)).astype(np.float32)
+        res[f"linear_{i}_{wd}"] = ops.linear(x, w, b).numpy()
+# Unmasked attention over 40 queries: the logits and P·V GEMMs of the long-sequence path.
+r = np.random.default_rng(9)
+q, k, v = (r.normal(size=(40, 4, 64)).astype(np.float32) for _ in range(3))
+pos = np.arange(40, dtype=np.int32)
+res["attention"] = ops.attention(q, k[:, :2], v[:, :2], pos, pos, causal=False, scale=0.125).numpy()
+np.savez(sys.argv[1], **res)
+"""
+
+
+def test_gemm_kernels_agree_bitwise(tmp_path):
+    """The AVX-512 GEMM (12 × 32 tiles) and the AVX2 one (6 × 16) add the same products in the same order, so
+    their outputs are bit-identical; MARKBASE_SIMD=avx2 runs the AVX2 kernel where AVX-512 would (on an
+    AVX2-only machine both runs use AVX2 and this checks determinism across processes)."""
+    outs = {}
+    for name, env in (("default", {}), ("avx2", {"MARKBASE_SIMD": "avx2"})):
+        path = tmp_path / f"{name}.npz"
+        res = subprocess.run([sys.executable, "-c", _GEMM_CHILD, str(path)], env=dict(os.environ, **env),
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-3000:]
+        outs[name] = dict(np.load(path))
+    if ops._gemm_simd() == "avx512":
+        assert str(outs["default"]["simd"]) == "avx512" and str(outs["avx2"]["simd"]) == "avx2"
+    for key, got in outs["default"].items():
+        if key != "simd":
+            np.testing.assert_array_equal(got, outs["avx2"][key], err_msg=key)
+
+
 def _f32(*shape):
     return np.ones(shape, np.float32)
 

@@ -107,7 +107,7 @@ void attention_gemm(const Tensor& qt, const Tensor& kt, const Tensor& vt, Tensor
   });
   // Work items: (head, block of bq queries), each on one thread with its logits [bq, S] kept in that
   // core's cache (54 × 2304 floats = 0.5 MB at the vision tower's default size).
-  const int64_t bq = std::clamp<int64_t>(kLogitBytes / 64 / (4 * S) / 6 * 6, 6, 96);
+  const int64_t bq = std::clamp<int64_t>(kLogitBytes / 64 / (4 * S) / 12 * 12, 12, 96);  // whole tiles of 6 or 12 rows
   const int64_t blocks = (T + bq - 1) / bq;
   parallel_for(Hq * blocks, 1, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> logit_store;

@@ -1,7 +1,7 @@
 // A blocked GEMM for the CPU fast kernels: C[m, n] = Σ_k A[m, k] · B[n, k] (+ bias[n]), f32 accumulation.
 //
-// Outer-product micro-kernels (BLIS style): B is packed into panels of kNR columns (converted to f32 from
-// its storage type as it is packed), A rows are broadcast from where they are, and an MR × kNR block of
+// Outer-product micro-kernels (BLIS style): B is packed into panels of nr columns (converted to f32 from
+// its storage type as it is packed), A rows are packed into slivers of mr rows, and an mr × nr block of
 // C lives in registers across a kc-long slice of k. Each output is summed sequentially in k (one FMA
 // per step; C carries the running sum from one k slice to the next), so the result does not depend on
 // the blocking or on the number of threads.
@@ -23,6 +23,10 @@ struct GemmB {
   int64_t stride_n, stride_k;
   const ops::QuantizedMatrix* quant = nullptr;
 };
+
+// The micro-kernel this CPU runs: "avx512" (12 × 32 tiles; MARKBASE_SIMD=avx2 keeps AVX2), "avx2" (6 × 16) or
+// "portable". All give the same sums in the same order (one FMA per k), so the same C on x86.
+const char* gemm_kernel_name();
 
 // A: [M, K] f32 with row stride lda; C: [M, N] f32 with row stride ldc (written, not accumulated into).
 // bias: [N] f32 or null. parallel: spread the work over the thread pool (false inside a parallel region).

@@ -429,6 +429,32 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
 
 }  // namespace
 
+#if MB_HAVE_X86_SIMD
+// dst[i] = s·q + b for the 16 columns c … c + 15 of one group (c a multiple of 16), one FMA each.
+template <int BITS>
+MB_AVX512_TARGET inline void dequantize16_avx512(const uint8_t* row, int64_t c, float sv, float bv, float* dst) {
+  __m128i q8;
+  if constexpr (BITS == 8) {
+    q8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c));
+  } else {  // byte j holds column 2j in its low nibble and 2j + 1 in its high one
+    const __m128i packed = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c / 2)), nib = _mm_set1_epi8(0x0F);
+    q8 = _mm_unpacklo_epi8(_mm_and_si128(packed, nib), _mm_and_si128(_mm_srli_epi16(packed, 4), nib));
+  }
+  const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q8));
+  _mm512_storeu_ps(dst, _mm512_fmadd_ps(_mm512_set1_ps(sv), q, _mm512_set1_ps(bv)));
+}
+
+// Columns [c0, c0 + n) of a row with c0 a multiple of 16 and group_size of 16: whole 16-column steps.
+template <int BITS, class ST>
+MB_AVX512_TARGET void dequantize_row_avx512(const uint8_t* row, const ST* s, const ST* b, int group_size, int64_t c0,
+                                            int64_t n, float* dst) {
+  for (int64_t i = 0; i + 16 <= n; i += 16) {
+    const int64_t g = (c0 + i) / group_size;
+    dequantize16_avx512<BITS>(row, c0 + i, load_f32(s + g), load_f32(b + g), dst + i);
+  }
+}
+#endif
+
 void dequantize_row(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_t n, float* dst) {
   const int64_t G = m.cols() / m.group_size;
   const uint8_t* row = m.q.data_as<const uint8_t>() + r * m.q.size(1);
@@ -442,6 +468,25 @@ void dequantize_row(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_
       for (; i < end; ++i) dst[i] = sv * float(q_at(row, c0 + i, m.bits)) + bv;
     }
   });
+}
+
+void dequantize_row_fast(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_t n, float* dst) {
+  int64_t done = 0;
+#if MB_HAVE_X86_SIMD
+  if (c0 % 16 == 0 && m.group_size % 16 == 0 && cpu_has_avx512_vnni()) {
+    const int64_t G = m.cols() / m.group_size;
+    const uint8_t* row = m.q.data_as<const uint8_t>() + r * m.q.size(1);
+    dispatch_float(m.scales.dtype(), [&](auto tag) {
+      using ST = decltype(tag);
+      const ST* s = m.scales.data_as<const ST>() + r * G;
+      const ST* b = m.biases.data_as<const ST>() + r * G;
+      if (m.bits == 8) dequantize_row_avx512<8>(row, s, b, m.group_size, c0, n, dst);
+      else dequantize_row_avx512<4>(row, s, b, m.group_size, c0, n, dst);
+    });
+    done = n / 16 * 16;
+  }
+#endif
+  if (done < n) dequantize_row(m, r, c0 + done, n - done, dst + done);
 }
 
 void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out) {
