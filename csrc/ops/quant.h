@@ -26,8 +26,8 @@ void check_quantized(const QuantizedMatrix& m, const char* op, const char* what)
 // out = x · Wᵀ (+ bias) with W the dequantized matrix [N, K]:
 //   x: [..., K] f32 contiguous; bias: [N] f32 / bf16 / f16 or null; out: [..., N] f32, not overlapping.
 // Σ_k x·(s·q + b) is computed per group as s·Σ q·x + b·Σ x in f32 (the reference dequantizes first;
-// the two agree to f32 rounding). With ex.int16_activations the CPU decode kernel (x with ≤ 8 rows, AVX2)
-// may instead round x per group to 16-bit integers, x ≈ dx·xq with dx = max|x_g| / 32767, and form Σ q·xq
+// the two agree to f32 rounding). With ex.int16_activations the CPU kernels (x with ≤ 8 rows on AVX2, more
+// rows on AVX-512 VNNI) may instead round x per group to 16-bit integers, x ≈ dx·xq with dx = max|x_g| / 32767, and form Σ q·xq
 // exactly in int32: each x moves by at most max|x_g|·2⁻¹⁶ (far below the 4- / 8-bit weights' own
 // rounding), for half the instructions per weight. Σ x stays f32; other backends and shapes ignore it.
 void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* bias, Tensor& out, const Exec& ex = {});

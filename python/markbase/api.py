@@ -438,9 +438,10 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     bits; norms, the router, the PLE projections and the PLE table stay as stored, and so do the vision
     and audio encoders. Each source matrix leaves memory once quantized. Checkpoints stored MLX-quantized
     load as they are, without this option.
-    precision: "auto" computes in f32 except the CPU decode products with quantized weights, whose
-    activations are rounded per group to 16-bit integers (each moves by at most 2^-16 of its group's
-    largest magnitude, far below the 4- / 8-bit weights' own rounding) for about 1.3x the speed; "f32" keeps
+    precision: "auto" computes in f32 except the CPU products with quantized weights — decode on AVX2 and
+    AVX-512 VNNI, prefill on AVX-512 VNNI — whose activations are rounded per group to 16-bit integers (each
+    moves by at most 2^-16 of its group's largest magnitude, far below the 4- / 8-bit weights' own rounding)
+    for about 1.2-1.3x the speed; "f32" keeps
     every product in f32 (exact to transformers run on the dequantized weights; the oracle tests use it).
     Unquantized weights compute in f32 either way.
     """

@@ -200,16 +200,24 @@ def x16_product_np(x, deq, s, b, group_size, sdtype):
     return (qx * dx[:, None, :]).sum(-1) + xg.astype(np.float64).sum(-1) @ bv.T, amax
 
 
-@pytest.mark.parametrize("M,N,K,bits,group_size", [g for g in GRID if g[0] <= 4])
+def _x16_kernel_runs(M):
+    """Whether int16_activations reaches a 16-bit kernel for M rows: the decode GEMV (<= 8 rows) on AVX2 and
+    AVX-512 VNNI, the prefill GEMM (more rows) on AVX-512 VNNI only."""
+    simd = ops._quant_gemv_simd()
+    return simd != "portable" and (M <= 8 or simd == "avx512-vnni")
+
+
+@pytest.mark.parametrize("M,N,K,bits,group_size", GRID)
 def test_linear_quantized_int16_activations(M, N, K, bits, group_size):
-    """int16_activations on the CPU decode kernel: with AVX2 it must compute exactly the 16-bit-rounded
-    product (to f32 rounding: a kernel that ignored the flag differs by the rounding itself, far more), and
-    that lies within Σ_g max|x_g|·2^-16·Σ_{k∈g}|s·q| of the true product; the portable kernels stay f32."""
+    """int16_activations on the CPU kernels (the decode GEMV with AVX2, the prefill GEMM with AVX-512 VNNI):
+    they must compute exactly the 16-bit-rounded product (to f32 rounding: a kernel that ignored the flag
+    differs by the rounding itself, far more), and that lies within Σ_g max|x_g|·2^-16·Σ_{k∈g}|s·q| of the
+    true product; where no 16-bit kernel exists the product stays f32."""
     x, (q, s, b), deq, S = make_case(M, N, K, bits, group_size, "bf16", seed=M * 7 + N + K + bits)
     got = ops.linear_quantized(x, q, s, b, bits=bits, group_size=group_size, int16_activations=True)
     want = x.astype(np.float64) @ deq.T
-    if ops._quant_gemv_simd() == "portable":
-        check_close(got, want, S, K, "portable kernels ignore int16_activations")
+    if not _x16_kernel_runs(M):
+        check_close(got, want, S, K, "no 16-bit kernel: int16_activations ignored")
         return
     want16, amax = x16_product_np(x, deq, s, b, group_size, "bf16")
     check_close(got, want16, S, K, f"int16 M{M} N{N} K{K} q{bits} g{group_size}")
@@ -219,6 +227,22 @@ def test_linear_quantized_int16_activations(M, N, K, bits, group_size):
     if K >= 64:  # the rounding shows: the flag reached the kernel
         f32 = ops.linear_quantized(x, q, s, b, bits=bits, group_size=group_size)
         assert not np.array_equal(f32.numpy(), got.numpy())
+
+
+def test_linear_quantized_int16_activations_gemm_non_finite():
+    """A NaN or infinity in any x row sends the whole prefill product to the f32 GEMM: it reaches its own
+    row's outputs and no other row's."""
+    K, N, M = 128, 40, 12
+    x = rng(7).normal(size=(M, K)).astype(np.float32)
+    w = rng(8).normal(size=(N, K)).astype(np.float32)
+    q, s, b = ops.quantize(w, bits=4, group_size=64, scale_dtype="bf16")
+    for bad in (np.nan, np.inf):
+        xb = x.copy()
+        xb[5, 70] = bad
+        got = ops.linear_quantized(xb, q, s, b, bits=4, group_size=64, int16_activations=True).numpy()
+        f32 = ops.linear_quantized(xb, q, s, b, bits=4, group_size=64).numpy()
+        assert not np.isfinite(got[5]).any() and np.isfinite(np.delete(got, 5, axis=0)).all()
+        np.testing.assert_array_equal(got[np.arange(M) != 5], f32[np.arange(M) != 5])
 
 
 def test_linear_quantized_int16_activations_edge_rows():

@@ -319,6 +319,8 @@ MB_AVX512_TARGET void gemv_rows_avx512_x16(const GemvArgs& a, const ST* s, const
 }
 #endif
 
+}  // namespace
+
 // x row rounded for the x16 kernels: per group dx = max|x| / 32767 and x16 = rint(x / dx) in ±32767
 // (4-bit: even columns first, then odd, the nibble order). False when x holds a NaN or infinity:
 // then the f32 kernel runs and the non-finite value reaches the output as it should.
@@ -347,6 +349,8 @@ bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x1
   return true;
 }
 
+
+namespace {
 
 template <int BITS, class ST>
 void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor* bias, float* Y, bool x16_allowed) {
@@ -518,6 +522,7 @@ void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const
       for (int64_t n = 0; n < N; ++n) bbuf[size_t(n)] = bias_at(bias, n);
       bf = bbuf.data();
     }
+    if (int16_activations && gemm_quantized_x16(M, X, w, bf, Y)) return;
     GemmB B{nullptr, DType::F32, 0, 0};
     B.quant = &w;
     gemm(M, N, K, X, K, B, bf, Y, N);

@@ -13,6 +13,11 @@ void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const 
 // panels dequantized as they are packed, f32 whatever int16_activations says.
 void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
                            bool int16_activations);
+// M > 8 rows on AVX-512 VNNI with int16_activations (backend/cpu/quant_gemm.cpp): x rounded per group as in
+// the decode kernel, Σ q·x16 exact in int32 (vpdpwssd), s·dx·Σ + b·Σx per group in f32. False (nothing
+// written) when it does not apply: no VNNI, a group size other than 32 / 64 / 128, or a non-finite x.
+bool gemm_quantized_x16(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y);
+
 // Gather + dequantize (s·q + b) · scale; the reference and the fast kernel at once.
 void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale);
 
@@ -21,5 +26,9 @@ void dequantize_row(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_
 // The same for the GEMM packer: on AVX-512, 16 columns per step with one rounding (s·q + b as an FMA), so a
 // value may differ from dequantize_row's (two roundings) in its last bit.
 void dequantize_row_fast(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_t n, float* dst);
+
+// x row rounded for the 16-bit kernels: per group dx = max|x| / 32767 and x16 = rint(x / dx) in ±32767
+// (deinterleave: even columns first, then odd, the 4-bit GEMV's nibble order). False for a NaN / infinity.
+bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx);
 
 }  // namespace mb::cpu
