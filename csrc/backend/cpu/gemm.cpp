@@ -359,6 +359,15 @@ void run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const Gem
 
 const char* gemm_kernel_name() { return micro().name; }
 
+void transpose_panel32(const float* const* rows, int64_t kc, float* dst) {
+#if MB_HAVE_X86_SIMD
+  pack_panel32_avx512(rows, kc, dst);
+#else
+  for (int64_t k = 0; k < kc; ++k)
+    for (int j = 0; j < 32; ++j) dst[k * 32 + j] = rows[j][k];
+#endif
+}
+
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const GemmB& B, const float* bias, float* C,
           int64_t ldc, bool parallel) {
   run(M, N, K, A, lda, &B, nullptr, bias, C, ldc, parallel);

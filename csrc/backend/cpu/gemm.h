@@ -28,6 +28,10 @@ struct GemmB {
 // "portable". All give the same sums in the same order (one FMA per k), so the same C on x86.
 const char* gemm_kernel_name();
 
+// dst[k·32 + j] = rows[j][k] for j < 32, k < kc: 32 rows made one panel, 16 × 16 blocks transposed in
+// registers (bit copies, so any 32-bit payload moves unchanged). AVX-512 only (cpu_has_avx512_vnni()).
+void transpose_panel32(const float* const* rows, int64_t kc, float* dst);
+
 // A: [M, K] f32 with row stride lda; C: [M, N] f32 with row stride ldc (written, not accumulated into).
 // bias: [N] f32 or null. parallel: spread the work over the thread pool (false inside a parallel region).
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const GemmB& B, const float* bias, float* C,

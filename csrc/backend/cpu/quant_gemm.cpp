@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/simd.h"
 #include "core/thread_pool.h"
@@ -42,31 +43,45 @@ struct Panel {
   float s[kKC / 32 * kNR], b[kKC / 32 * kNR];
 };
 
+// Row n's k pairs [k0, k0 + kc) as int32 (q[k] | q[k + 1] << 16), 16 pairs per step.
+MB_AVX512_TARGET void row_pairs(const ops::QuantizedMatrix& w, int64_t n, int64_t k0, int64_t kc, int32_t* out) {
+  const uint8_t* q = w.q.data_as<const uint8_t>() + n * w.q.size(1);
+  int64_t kp = 0;
+  if (w.bits == 4) {  // byte k/2 holds column k in its low nibble and k + 1 in its high one
+    for (; kp + 16 <= kc / 2; kp += 16) {
+      const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + k0 / 2 + kp)));
+      const __m512i lo = _mm512_and_si512(v, _mm512_set1_epi32(0x0F)), hi = _mm512_srli_epi32(v, 4);
+      _mm512_storeu_si512(out + kp, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+    for (; kp < kc / 2; ++kp) out[kp] = int32_t((q[k0 / 2 + kp] & 0x0F) | (q[k0 / 2 + kp] >> 4) << 16);
+  } else {  // two bytes per pair: zero-extend the 16-bit pair, then move its high byte up
+    for (; kp + 16 <= kc / 2; kp += 16) {
+      const __m512i v =
+          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + k0 + 2 * kp)));
+      const __m512i lo = _mm512_and_si512(v, _mm512_set1_epi32(0xFF)), hi = _mm512_srli_epi32(v, 8);
+      _mm512_storeu_si512(out + kp, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+    for (; kp < kc / 2; ++kp) out[kp] = int32_t(uint32_t(q[k0 + 2 * kp]) | uint32_t(q[k0 + 2 * kp + 1]) << 16);
+  }
+}
+
 template <class ST>
 void pack_panel(const ops::QuantizedMatrix& w, int64_t n0, int rows, int64_t k0, int64_t kc, Panel& p) {
-  const int64_t G = w.cols() / w.group_size, row_bytes = w.q.size(1), groups = kc / w.group_size;
+  const int64_t G = w.cols() / w.group_size, groups = kc / w.group_size;
   const ST* S = w.scales.data_as<const ST>();
   const ST* B = w.biases.data_as<const ST>();
+  alignas(64) int32_t row_store[kNR][kKC / 2];  // each weight row's pairs, then transposed into the panel
+  const float* row_ptrs[kNR];
   for (int j = 0; j < kNR; ++j) {
-    if (j >= rows) {
-      for (int64_t kp = 0; kp < kc / 2; ++kp) p.pairs[kp * kNR + j] = 0;
-      for (int64_t g = 0; g < groups; ++g) p.s[g * kNR + j] = p.b[g * kNR + j] = 0.f;
-      continue;
-    }
-    const uint8_t* q = w.q.data_as<const uint8_t>() + (n0 + j) * row_bytes;
-    if (w.bits == 4)  // byte k/2 holds column k in its low nibble and k + 1 in its high one
-      for (int64_t kp = 0; kp < kc / 2; ++kp) {
-        const uint32_t byte = q[k0 / 2 + kp];
-        p.pairs[kp * kNR + j] = int32_t((byte & 0x0F) | (byte >> 4) << 16);
-      }
-    else
-      for (int64_t kp = 0; kp < kc / 2; ++kp)
-        p.pairs[kp * kNR + j] = int32_t(uint32_t(q[k0 + 2 * kp]) | uint32_t(q[k0 + 2 * kp + 1]) << 16);
+    if (j < rows) row_pairs(w, n0 + j, k0, kc, row_store[j]);
+    else std::fill(row_store[j], row_store[j] + kc / 2, 0);
+    row_ptrs[j] = reinterpret_cast<const float*>(row_store[j]);
     for (int64_t g = 0; g < groups; ++g) {
-      p.s[g * kNR + j] = load_f32(S + (n0 + j) * G + k0 / w.group_size + g);
-      p.b[g * kNR + j] = load_f32(B + (n0 + j) * G + k0 / w.group_size + g);
+      p.s[g * kNR + j] = j < rows ? load_f32(S + (n0 + j) * G + k0 / w.group_size + g) : 0.f;
+      p.b[g * kNR + j] = j < rows ? load_f32(B + (n0 + j) * G + k0 / w.group_size + g) : 0.f;
     }
   }
+  transpose_panel32(row_ptrs, kc / 2, reinterpret_cast<float*>(p.pairs));
 }
 
 // One 6 × 32 tile over one k slice: acc (f32, [6][32]) += Σ over the slice's groups. xp: the sliver's pairs;
