@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "backend/cpu/isa_probe.h"
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
 #include "core/arena.h"
@@ -242,6 +243,18 @@ void bind_core(py::module_& m) {
     for (const auto& e : runtime::op_profile_stop()) out.append(py::make_tuple(e.key, e.count, e.seconds));
     return out;
   }, "Stops the profile: [(op and output shape, count, seconds)], most time first.");
+
+  m.def("_isa_rates", [](double seconds) {
+    std::vector<cpu::IsaRate> rates;
+    {
+      py::gil_scoped_release nogil;
+      rates = cpu::measure_isa_rates(seconds);
+    }
+    std::vector<std::pair<std::string, double>> out;
+    for (const auto& r : rates) out.emplace_back(r.instruction, r.gmacs);
+    return out;
+  }, py::arg("seconds") = 0.5,
+     "Benchmark hook (bench/isa_probe.py): [(instruction, GMAC/s on this thread)], 0 where the CPU lacks it.");
 
   m.def("_memory_read_gbps", [](size_t nbytes, int repeats) {
     // Benchmark hook: main-memory read bandwidth through the pool (every thread sums its own slice),

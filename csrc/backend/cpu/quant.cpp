@@ -459,13 +459,19 @@ MB_AVX512_TARGET void dequantize_row_avx512(const uint8_t* row, const ST* s, con
 }
 #endif
 
-void dequantize_row(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_t n, float* dst) {
+// fn(q, s, b): row r's packed values and its scales / biases as their stored type.
+template <class Fn>
+void with_row(const ops::QuantizedMatrix& m, int64_t r, Fn&& fn) {
   const int64_t G = m.cols() / m.group_size;
   const uint8_t* row = m.q.data_as<const uint8_t>() + r * m.q.size(1);
   dispatch_float(m.scales.dtype(), [&](auto tag) {
     using ST = decltype(tag);
-    const ST* s = m.scales.data_as<const ST>() + r * G;
-    const ST* b = m.biases.data_as<const ST>() + r * G;
+    fn(row, m.scales.data_as<const ST>() + r * G, m.biases.data_as<const ST>() + r * G);
+  });
+}
+
+void dequantize_row(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_t n, float* dst) {
+  with_row(m, r, [&](const uint8_t* row, auto s, auto b) {
     for (int64_t i = 0; i < n;) {
       const int64_t c = c0 + i, g = c / m.group_size, end = std::min(n, i + (g + 1) * m.group_size - c);
       const float sv = load_f32(s + g), bv = load_f32(b + g);
@@ -478,12 +484,7 @@ void dequantize_row_fast(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, i
   int64_t done = 0;
 #if MB_HAVE_X86_SIMD
   if (c0 % 16 == 0 && m.group_size % 16 == 0 && cpu_has_avx512_vnni()) {
-    const int64_t G = m.cols() / m.group_size;
-    const uint8_t* row = m.q.data_as<const uint8_t>() + r * m.q.size(1);
-    dispatch_float(m.scales.dtype(), [&](auto tag) {
-      using ST = decltype(tag);
-      const ST* s = m.scales.data_as<const ST>() + r * G;
-      const ST* b = m.biases.data_as<const ST>() + r * G;
+    with_row(m, r, [&](const uint8_t* row, auto s, auto b) {
       if (m.bits == 8) dequantize_row_avx512<8>(row, s, b, m.group_size, c0, n, dst);
       else dequantize_row_avx512<4>(row, s, b, m.group_size, c0, n, dst);
     });
