@@ -6,7 +6,7 @@ namespace mb {
 
 void Backend::no_kernel(const char* op) const { throw DeviceError(cat(op, ": no ", name(), " kernel yet")); }
 
-void Backend::linear(const Tensor&, const Tensor&, const Tensor*, Tensor&) const { no_kernel("linear"); }
+void Backend::linear(const Tensor&, const Tensor&, const Tensor*, Tensor&, bool) const { no_kernel("linear"); }
 void Backend::linear_gathered(const Tensor&, const Tensor&, const Tensor&, Tensor&) const {
   no_kernel("linear_gathered");
 }

@@ -36,7 +36,7 @@ class Backend {
   virtual HostAllocFn host_allocator() const { return nullptr; }
 
   // linear (ops/linear.h)
-  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) const;
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, bool bf16_products) const;
   virtual void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) const;
   // quant (ops/quant.h)
   virtual void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,

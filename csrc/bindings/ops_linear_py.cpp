@@ -9,7 +9,7 @@ namespace {
 
 void bind(py::module_& m) {
   m.def("linear", [](const py::object& xo, const py::object& wo, const py::object& bo, const py::object& out,
-                     const std::string& device, bool reference) {
+                     const std::string& device, bool reference, bool bf16_products) {
     Tensor x = as_tensor(xo, "linear", "x");
     Tensor w = as_tensor(wo, "linear", "w");
     std::optional<Tensor> bias = as_optional_tensor(bo, "linear", "bias");
@@ -17,12 +17,22 @@ void bind(py::module_& m) {
     Shape shape = x.shape();
     if (!shape.empty()) shape.back() = w.dim() == 2 ? w.size(0) : 0;
     Tensor y = out_or_empty(out, "linear", x.dtype(), shape);
-    run_ops(device, reference, [&](const Exec& ex) { ops::linear(x, w, bias ? &*bias : nullptr, y, ex); });
+    run_ops(device, reference, [&](const Exec& ex) {
+      Exec e = ex;
+      e.bf16_products = bf16_products;
+      ops::linear(x, w, bias ? &*bias : nullptr, y, e);
+    });
     return y;
   }, py::arg("x"), py::arg("w"), py::arg("bias") = py::none(), py::kw_only(), py::arg("out") = py::none(),
-     py::arg("device") = "cpu", py::arg("reference") = false,
+     py::arg("device") = "cpu", py::arg("reference") = false, py::arg("bf16_products") = false,
      "x · wᵀ + bias. x: [..., K] f32/bf16; w: [N, K] f32/bf16/f16; bias: [N]; out: [..., N] in x's dtype; "
-     "f32 accumulation.");
+     "f32 accumulation. bf16_products lets the CPU GEMM (more than 8 rows, bf16 w) round x to bf16 and "
+     "multiply bf16 pairs where that is faster (_gemm_bf16_products()).");
+  m.def("_gemm_bf16_products", [] { return cpu::bf16_products_enabled(); },
+        "Whether the CPU GEMM takes bf16_products here: AVX512_BF16 on AMD, or MARKBASE_BF16_PRODUCTS=1.");
+  m.def("_gemm_bf16_supported", [] { return cpu::bf16_products_supported(); }, "AVX512_BF16 usable here.");
+  m.def("_set_gemm_bf16_products", [](int mode) { cpu::set_bf16_products(mode); }, py::arg("mode"),
+        "Tests: 1 takes bf16 products wherever supported, 0 never, -1 back to the default rule.");
 
   m.def("linear_gathered", [](const py::object& xo, const py::object& wo, const py::object& io, const py::object& out,
                               const std::string& device, bool reference) {

@@ -22,7 +22,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, c
   c.no_alias(out, "out", x, "x");
   c.no_alias(out, "out", w, "w");
   if (bias) c.no_alias(out, "out", *bias, "bias");
-  run_op(c.op, ex, {&x, &w, bias}, {&out}, [&](const Backend& b) { b.linear(x, w, bias, out); });
+  run_op(c.op, ex, {&x, &w, bias}, {&out}, [&](const Backend& b) { b.linear(x, w, bias, out, ex.bf16_products); });
 }
 
 void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out, const Exec& ex) {

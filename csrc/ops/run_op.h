@@ -1,5 +1,5 @@
 // The tail every op front door ends in, after validating its arguments:
-//   run_op(c.op, ex, {&x, &w, bias}, {&out}, [&](const Backend& b) { b.linear(x, w, bias, out); });
+//   run_op(c.op, ex, {&x, &w, bias}, {&out}, [&](const Backend& b) { b.linear(x, w, bias, out, ex.bf16_products); });
 // picks the backend (the CPU reference kernels for a reference run, else ex.backend), runs the op's
 // entry point on it, and tells the op observer (ops/observer.h), if one is installed.
 #pragma once

@@ -14,7 +14,7 @@ class MeasureBackend final : public Backend {
   const char* name() const override { return "measure"; }
   // Outputs are never produced: front doors must not read inputs on the host (index checks).
   bool deferred() const override { return true; }
-  void linear(const Tensor&, const Tensor&, const Tensor*, Tensor&) const override {}
+  void linear(const Tensor&, const Tensor&, const Tensor*, Tensor&, bool) const override {}
   void linear_gathered(const Tensor&, const Tensor&, const Tensor&, Tensor&) const override {}
   void linear_quantized(const Tensor&, const ops::QuantizedMatrix&, const Tensor*, Tensor&, bool) const override {}
   void embedding_quantized(const ops::QuantizedMatrix&, const Tensor&, Tensor&, float) const override {}

@@ -152,7 +152,7 @@ class Model:
         self.device = core_model.device
         self.max_context = core_model.max_context
         self.prefill_chunk = core_model.prefill_chunk  # prompt tokens per forward
-        self.precision = "auto" if core_model.int16_activations else "f32"  # see load()
+        self.precision = "auto" if core_model.reduced_precision else "f32"  # see load()
         self.validation = report
         self._tokenizer = None
         self._media = None

@@ -217,6 +217,58 @@ def test_gemm_kernels_agree_bitwise(tmp_path):
             np.testing.assert_array_equal(got, outs["avx2"][key], err_msg=key)
 
 
+# (M, K, N) for bf16_products: more than 8 rows (the GEMM), K across one and several 512-long k slices and
+# with a 16-wide tail, N across partial 32-column panels and 192-column tasks; M = 9 / 13 / 100 leave
+# partial 12-row tiles.
+BF16_SHAPES = [(9, 2, 1), (13, 66, 31), (12, 512, 32), (37, 1030, 200), (100, 2048, 33), (24, 96, 385)]
+
+
+@pytest.fixture
+def bf16_products_on():
+    """bf16 products wherever the CPU has them (the default rule takes them on AMD only)."""
+    ops._set_gemm_bf16_products(1)
+    yield ops._gemm_bf16_supported()
+    ops._set_gemm_bf16_products(-1)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("M,K,N", BF16_SHAPES)
+def test_linear_bf16_products(M, K, N, with_bias, bf16_products_on):
+    """bf16_products (precision="auto" for bf16 weights): x rounded to bf16 (nearest-even), then exact bf16
+    products summed in f32 (vdpbf16ps). Held to the f32 bound of a sum of those rounded products: the float64
+    product of bf16(x) and w, 4·sqrt(K+1)·u·S. The rounding of x must be there (it moves outputs by up to
+    2^-9·S, far beyond that bound); where the CPU has no AVX512_BF16 the permission changes nothing."""
+    x, w, b = make_inputs(M, K, N, with_bias)
+    wt, bt = tensor(w, "bf16"), (tensor(b, "f32") if b is not None else None)
+    got = ops.linear(x, wt, bt, bf16_products=True)
+    exact = ops.linear(x, wt, bt)
+    if not bf16_products_on:
+        np.testing.assert_array_equal(to_f64(got), to_f64(exact))
+        return
+    want, scale = numpy_linear(x, w, b, "bf16", "bf16", "f32")
+    assert_linear_close(got, want, scale, K, "f32", f"bf16 products M={M} K={K} N={N}")
+    if K > 2:
+        assert not np.array_equal(to_f64(got), to_f64(exact)), "bf16_products ignored: x was not rounded"
+
+
+def test_linear_bf16_products_where_they_do_not_apply(bf16_products_on):
+    """Decode rows (≤ 8: the GEMV), f32 weights and an odd K keep f32 products, bit for bit."""
+    for M, K, N, w_dtype in ((8, 64, 40, "bf16"), (20, 64, 40, "f32"), (20, 65, 40, "bf16")):
+        x, w, _ = make_inputs(M, K, N, False)
+        wt = tensor(w, w_dtype)
+        np.testing.assert_array_equal(to_f64(ops.linear(x, wt, bf16_products=True)), to_f64(ops.linear(x, wt)),
+                                      err_msg=f"M={M} K={K} w={w_dtype}")
+
+
+def test_linear_bf16_products_non_finite(bf16_products_on):
+    """NaN and infinity in x reach the outputs they feed, as in f32 (bf16 keeps both)."""
+    x, w, _ = make_inputs(20, 64, 40, False)
+    x[3, 5], x[7, 9] = np.nan, np.inf
+    got = to_f64(ops.linear(x, tensor(w, "bf16"), bf16_products=True))
+    assert np.isnan(got[3]).all() and not np.isfinite(got[7]).any()
+    assert np.isfinite(np.delete(got, [3, 7], axis=0)).all()
+
+
 def _f32(*shape):
     return np.ones(shape, np.float32)
 

@@ -23,8 +23,8 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(bool reference) : ref_(reference) {}
   const char* name() const override { return ref_ ? "cpu-reference" : "cpu"; }
 
-  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) const override {
-    ref_ ? cpu::linear_ref(x, w, bias, out) : cpu::linear_fast(x, w, bias, out);
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, bool bf16_products) const override {
+    ref_ ? cpu::linear_ref(x, w, bias, out) : cpu::linear_fast(x, w, bias, out, bf16_products);
   }
   void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) const override {
     ref_ ? cpu::linear_gathered_ref(x, w, ids, out) : cpu::linear_gathered_fast(x, w, ids, out);

@@ -37,6 +37,19 @@ void transpose_panel32(const float* const* rows, int64_t kc, float* dst);
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const GemmB& B, const float* bias, float* C,
           int64_t ldc, bool parallel = true);
 
+// bf16 products for prefill with bf16 weights (backend/cpu/bf16_gemm.cpp): C = bf16(A) · Bᵀ (+ bias), A [M, K]
+// f32 rounded to bf16 (nearest-even), B [N, K] bf16 contiguous, C [M, N] f32 contiguous; vdpbf16ps, f32
+// sums over k pairs in order. False (nothing written) when it does not apply: !bf16_products_enabled() or
+// an odd K.
+bool gemm_bf16_products(int64_t M, int64_t N, int64_t K, const float* A, const bf16_t* B, const float* bias, float* C);
+// bf16_products_supported(): AVX512_BF16 present and AVX-512 kernels allowed (MARKBASE_SIMD). enabled():
+// supported, and worth it — on AMD (Zen 4 / 5 do twice the multiply-adds of an f32 FMA with vdpbf16ps, Intel
+// half); MARKBASE_BF16_PRODUCTS=0 / 1 overrides the vendor rule, set_bf16_products(0 / 1) both (tests;
+// -1 clears it).
+bool bf16_products_supported();
+bool bf16_products_enabled();
+void set_bf16_products(int mode);
+
 // B packed once for several products with the same B (attention's K and V of one head): packed_b_size(N, K)
 // floats, filled by pack_gemm_b and read by gemm_prepacked in place of B.
 int64_t packed_b_size(int64_t N, int64_t K);

@@ -38,7 +38,8 @@ class MetalBackend final : public Backend {
   void synchronize() const override { L().synchronize(); }
   HostAllocFn host_allocator() const override { return src_.host_allocator(); }
 
-  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) const override {
+  // Always f32 products (bf16_products is a permission; the CPU takes it where it is faster).
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, bool) const override {
     metal::linear(L(), x, w, bias, out);
   }
   void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) const override {

@@ -449,7 +449,10 @@ void TextDecoder::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor
   ops::binary(z, lw.router_scale, z, ops::BinaryKind::Mul, st.ex);
   ops::unary(z, z, {ops::UnaryKind::Scale, float(std::pow(double(H), -0.5))}, st.ex);
   Tensor scores = A.tensor(DType::F32, {T, E});
-  ops::linear(z, lw.router_proj, nullptr, scores, st.ex);
+  // The router picks experts: f32 products (never bf16_products), so no rounding of z flips a choice.
+  Exec router_ex = st.ex;
+  router_ex.bf16_products = false;
+  ops::linear(z, lw.router_proj, nullptr, scores, router_ex);
   ops::softmax(scores, scores, st.ex);
   name_intermediate(scores, "ffn_moe_probs", l);
   Tensor top_w = A.tensor(DType::F32, {T, K});

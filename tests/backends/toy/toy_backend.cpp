@@ -26,8 +26,8 @@ class ToyBackend final : public Backend {
   const char* name() const override { return "toy"; }
   void synchronize() const override { count("synchronize"); }
 
-  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) const override {
-    cpu("linear").linear(x, w, bias, out);
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, bool bf16_products) const override {
+    cpu("linear").linear(x, w, bias, out, bf16_products);
   }
   void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) const override {
     cpu("linear_gathered").linear_gathered(x, w, ids, out);
