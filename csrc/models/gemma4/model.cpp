@@ -139,14 +139,18 @@ std::shared_ptr<Gemma4Model> Gemma4Model::load(const std::string& dir, const Loa
     s.ple_embed_scale = round_to_dtype(std::sqrt(double(t.hidden_size_per_layer_input)), tw.embed_tokens_per_layer.dtype());
   for (int64_t id : m->cfg_.placeholder_token_ids()) s.placeholder_ids.push_back(int32_t(id));
   m->text_ = std::make_unique<TextDecoder>(t, m->weights_.text, s, m->exec_);
-  if (m->weights_.vision) m->vision_ = std::make_unique<VisionTower>(*m->cfg_.vision_config, *m->weights_.vision, m->exec_);
+  // bf16 products are the text decoder's prefill permission (tests/models/test_bf16_products_oracle.py holds
+  // it to a policy); the encoders keep f32 products.
+  Exec encoder_exec = m->exec_;
+  encoder_exec.bf16_products = false;
+  if (m->weights_.vision) m->vision_ = std::make_unique<VisionTower>(*m->cfg_.vision_config, *m->weights_.vision, encoder_exec);
   if (m->weights_.unified_vision)
     m->unified_vision_ =
-        std::make_unique<UnifiedVisionEmbedder>(*m->cfg_.unified_vision_config, *m->weights_.unified_vision, m->exec_);
-  if (m->weights_.audio) m->audio_ = std::make_unique<AudioTower>(*m->cfg_.audio_config, *m->weights_.audio, m->exec_);
+        std::make_unique<UnifiedVisionEmbedder>(*m->cfg_.unified_vision_config, *m->weights_.unified_vision, encoder_exec);
+  if (m->weights_.audio) m->audio_ = std::make_unique<AudioTower>(*m->cfg_.audio_config, *m->weights_.audio, encoder_exec);
   if (m->weights_.unified_audio)
     m->unified_audio_ =
-        std::make_unique<UnifiedAudioEmbedder>(*m->cfg_.unified_audio_config, *m->weights_.unified_audio, m->exec_);
+        std::make_unique<UnifiedAudioEmbedder>(*m->cfg_.unified_audio_config, *m->weights_.unified_audio, encoder_exec);
 
   SpanCollector spans;
   visit_weights(m->cfg_, m->weights_, spans);
