@@ -19,7 +19,7 @@ import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import run_guarded, tensor, to_f64
+from parity import round_to, run_guarded, tensor, to_f64
 from references.linear import W_DTYPES, X_DTYPES, assert_linear_close, make_inputs, numpy_linear
 
 # (M, K, N): every M in {1, 3, 33} and every K, N in {1, 3, 31, 32, 33, 257, 4097} appears, plus the other
@@ -252,12 +252,25 @@ def test_linear_bf16_products(M, K, N, with_bias, bf16_products_on):
 
 
 def test_linear_bf16_products_where_they_do_not_apply(bf16_products_on):
-    """Decode rows (≤ 8: the GEMV), f32 weights and an odd K keep f32 products, bit for bit."""
-    for M, K, N, w_dtype in ((8, 64, 40, "bf16"), (20, 64, 40, "f32"), (20, 65, 40, "bf16")):
+    """f32 weights and an odd K keep f32 products, bit for bit."""
+    for M, K, N, w_dtype in ((20, 64, 40, "f32"), (20, 65, 40, "bf16"), (3, 65, 40, "bf16")):
         x, w, _ = make_inputs(M, K, N, False)
         wt = tensor(w, w_dtype)
         np.testing.assert_array_equal(to_f64(ops.linear(x, wt, bf16_products=True)), to_f64(ops.linear(x, wt)),
                                       err_msg=f"M={M} K={K} w={w_dtype}")
+
+
+@pytest.mark.parametrize("M", [1, 3, 8])
+def test_linear_bf16_products_decode_rows(M, bf16_products_on):
+    """Decode rows (≤ 8: the GEMV) multiply the same bf16 values as the GEMM: x rounded to bf16, then the f32
+    GEMV — bit for bit the GEMV of the rounded x (and unchanged where the CPU has no bf16 products)."""
+    x, w, b = make_inputs(M, 96, 40, True)
+    wt, bt = tensor(w, "bf16"), tensor(b, "f32")
+    got = to_f64(ops.linear(x, wt, bt, bf16_products=True))
+    xr = round_to(x, "bf16").astype(np.float32) if bf16_products_on else x
+    np.testing.assert_array_equal(got, to_f64(ops.linear(xr, wt, bt)))
+    if bf16_products_on:
+        assert not np.array_equal(got, to_f64(ops.linear(x, wt, bt))), "x was not rounded"
 
 
 def test_linear_bf16_products_non_finite(bf16_products_on):

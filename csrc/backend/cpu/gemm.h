@@ -37,7 +37,7 @@ void transpose_panel32(const float* const* rows, int64_t kc, float* dst);
 void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const GemmB& B, const float* bias, float* C,
           int64_t ldc, bool parallel = true);
 
-// bf16 products for prefill with bf16 weights (backend/cpu/bf16_gemm.cpp): C = bf16(A) · Bᵀ (+ bias), A [M, K]
+// bf16 products for prefill with bf16 weights (linear_fast's decode GEMV rounds x the same way) (backend/cpu/bf16_gemm.cpp): C = bf16(A) · Bᵀ (+ bias), A [M, K]
 // f32 rounded to bf16 (nearest-even), B [N, K] bf16 contiguous, C [M, N] f32 contiguous; vdpbf16ps, f32
 // sums over k pairs in order. False (nothing written) when it does not apply: !bf16_products_enabled() or
 // an odd K.

@@ -7,7 +7,8 @@ namespace mb::cpu {
 // Plain triple loop, one f32 accumulator per output, k in order.
 void linear_ref(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out);
 // Multithreaded over N, AVX2/FMA when available (portable lane-array fallback otherwise). bf16_products:
-// more than a few rows times bf16 weights may take gemm_bf16_products (x rounded to bf16, gemm.h).
+// with bf16 weights where bf16_products_enabled(), x is rounded to bf16 (more than 8 rows: gemm_bf16_products,
+// gemm.h; fewer: the GEMV on the rounded x), so every path multiplies the same bf16 values.
 void linear_fast(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, bool bf16_products = false);
 
 // linear_gathered (ops/linear.h): row r through w[ids[r]] with linear_ref, one row at a time.

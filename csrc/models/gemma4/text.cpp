@@ -235,14 +235,6 @@ void TextDecoder::forward_batch(std::span<DecoderState* const> states, const int
     DecoderState& work = *states[size_t(s)];
     reserve_chunk(work, n);
     Tensor rows = logits.slice(0, s, s + n);
-    // A batched step computes each row as a single decode step does: f32 products (bf16_products is a
-    // prefill permission), so batched and one-at-a-time greedy tokens agree.
-    struct F32Products {
-      Exec& ex;
-      bool saved;
-      ~F32Products() { ex.bf16_products = saved; }
-    } keep{work.ex, work.ex.bf16_products};
-    work.ex.bf16_products = false;
     forward_chunk(work, segs, nullptr, ids + s, nullptr, n, true, rows);
   }
 }
