@@ -15,8 +15,9 @@ struct Exec {
   // Let the quantized decode GEMV round x to 16-bit integers per weight group (ops/quant.h:
   // linear_quantized). false: every product and sum in f32.
   bool int16_activations = false;
-  // Let the CPU prefill GEMM with bf16 weights round x to bf16 and multiply bf16 pairs (vdpbf16ps, f32
-  // sums) where the CPU does that faster than f32 FMAs (backend/cpu/gemm.h: bf16_products_enabled).
+  // Let the CPU linear with bf16 weights round x to bf16 and sum the exact bf16 products in f32 (prefill:
+  // vdpbf16ps; decode rows: the GEMV on the rounded x) where the CPU does that faster than f32 FMAs
+  // (backend/cpu/gemm.h: bf16_products_enabled).
   bool bf16_products = false;
 };
 
