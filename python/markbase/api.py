@@ -443,7 +443,7 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     moves by at most 2^-16 of its group's largest magnitude, far below the 4- / 8-bit weights' own rounding)
     for about 1.2-1.3x the speed, and the text decoder's CPU products with bf16 weights on CPUs where
     vdpbf16ps beats an f32 FMA (AMD Zen 4 / 5 with AVX512_BF16), which round x to bf16 and sum the exact
-    bf16 products in f32 (~2x the prefill speed; the MoE router and experts and the encoders stay f32); "f32" keeps every product in f32 (exact to
+    bf16 products in f32 (~2x the prefill speed, a lighter decode GEMV; the MoE router and experts and the encoders stay f32); "f32" keeps every product in f32 (exact to
     transformers run in f32 on the same / dequantized weights; the oracle tests use it).
     """
     from .io import open_checkpoint

@@ -19,7 +19,7 @@ import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import round_to, run_guarded, tensor, to_f64
+from parity import run_guarded, tensor, to_f64
 from references.linear import W_DTYPES, X_DTYPES, assert_linear_close, make_inputs, numpy_linear
 
 # (M, K, N): every M in {1, 3, 33} and every K, N in {1, 3, 31, 32, 33, 257, 4097} appears, plus the other
@@ -260,17 +260,20 @@ def test_linear_bf16_products_where_they_do_not_apply(bf16_products_on):
                                       err_msg=f"M={M} K={K} w={w_dtype}")
 
 
-@pytest.mark.parametrize("M", [1, 3, 8])
-def test_linear_bf16_products_decode_rows(M, bf16_products_on):
-    """Decode rows (≤ 8: the GEMV) multiply the same bf16 values as the GEMM: x rounded to bf16, then the f32
-    GEMV — bit for bit the GEMV of the rounded x (and unchanged where the CPU has no bf16 products)."""
-    x, w, b = make_inputs(M, 96, 40, True)
+@pytest.mark.parametrize("M,K,N", [(1, 96, 40), (1, 1030, 300), (2, 62, 7), (3, 1536, 33), (8, 96, 1100)])
+def test_linear_bf16_products_decode_rows(M, K, N, bf16_products_on):
+    """Decode rows (≤ 8: the GEMV) multiply the same bf16 values as the GEMM: x rounded to bf16, vdpbf16ps
+    over the weight rows (masked tails when K is not a multiple of 32), held to the same f32 bound against the
+    float64 product of bf16(x) and w; unchanged where the CPU has no bf16 products."""
+    x, w, b = make_inputs(M, K, N, True)
     wt, bt = tensor(w, "bf16"), tensor(b, "f32")
-    got = to_f64(ops.linear(x, wt, bt, bf16_products=True))
-    xr = round_to(x, "bf16").astype(np.float32) if bf16_products_on else x
-    np.testing.assert_array_equal(got, to_f64(ops.linear(xr, wt, bt)))
-    if bf16_products_on:
-        assert not np.array_equal(got, to_f64(ops.linear(x, wt, bt))), "x was not rounded"
+    got = ops.linear(x, wt, bt, bf16_products=True)
+    if not bf16_products_on:
+        np.testing.assert_array_equal(to_f64(got), to_f64(ops.linear(x, wt, bt)))
+        return
+    want, scale = numpy_linear(x, w, b, "bf16", "bf16", "f32")
+    assert_linear_close(got, want, scale, K, "f32", f"bf16 products decode M={M} K={K} N={N}")
+    assert not np.array_equal(to_f64(got), to_f64(ops.linear(x, wt, bt))), "x was not rounded"
 
 
 def test_linear_bf16_products_non_finite(bf16_products_on):

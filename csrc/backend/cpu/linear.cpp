@@ -382,13 +382,11 @@ void linear_fast(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& o
       for (int64_t i = 0; i < M * N; ++i) store_f32(out.data_as<bf16_t>() + i, c[i]);
     return;
   }
-  if (bf16_products && w.dtype() == DType::BF16 && x.dtype() == DType::F32 && K % 2 == 0 && bf16_products_enabled()) {
-    // The GEMM's bf16 products for decode rows too: x rounded to bf16, the exact products summed in f32 (FMA
-    // here: memory-bound), so a row gets the same logits whichever path (prefill, decode, batch) it takes.
-    if (xbuf.size() < size_t(M * K)) xbuf.resize(size_t(M * K));
-    for (int64_t i = 0; i < M * K; ++i) xbuf[size_t(i)] = bf16_to_f32(f32_to_bf16(xf[i]));
-    xf = xbuf.data();
-  }
+  // Decode rows with bf16 products: the GEMM's rounding of x and its vdpbf16ps, so a token gets the same
+  // products whichever path (prefill, decode, batch) it takes.
+  if (bf16_products && w.dtype() == DType::BF16 && x.dtype() == DType::F32 &&
+      gemv_bf16_products(M, N, K, xf, w.data_as<const bf16_t>(), bf, out.data_as<float>()))
+    return;
   const Problem p{xf, M, K, N, bf, out.data(), out.dtype()};
   dispatch_float(w.dtype(), [&](auto tag) { run_typed(p, w.data_as<const decltype(tag)>()); });
 }
