@@ -3,6 +3,7 @@
 
 #include "bindings/registry.h"
 #include "bindings/tensor_py.h"
+#include "backend/cpu/quant.h"
 #include "backend/cpu/simd.h"
 #include "ops/quant.h"
 
@@ -62,6 +63,11 @@ void bind(py::module_& m) {
   }, "Kernels of the CPU quantized decode GEMV: 'avx512-vnni' (16-bit activations on AVX-512 VNNI for groups of "
      "64 and more; AVX2 otherwise), 'avx2' (MARKBASE_SIMD=avx2 forces it) or 'portable' (f32 only; "
      "MARKBASE_SIMD=off forces it).");
+  m.def("_set_quant_gemv_bytes", [](int mode) { cpu::set_quant_gemv_bytes(mode); }, py::arg("mode"),
+        "1: the decode GEMV takes the byte kernel (x16 split into bytes, vpdpbusd) where AVX-512 VNNI is present; "
+        "0: the 16-bit-lane kernels; -1: back to MARKBASE_QGEMV_BYTES (default on). For tests and A/B runs.");
+  m.def("_quant_gemv_bytes", [] { return cpu::quant_gemv_bytes_enabled(); },
+        "True when the decode GEMV takes the byte kernel (see _set_quant_gemv_bytes).");
   m.def("embedding_quantized", [](const py::object& q, const py::object& s, const py::object& b, int bits,
                                   int group_size, const py::object& ido, float scale, const py::object& out,
                                   const std::string& device, bool reference) {

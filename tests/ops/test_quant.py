@@ -229,6 +229,59 @@ def test_linear_quantized_int16_activations(M, N, K, bits, group_size):
         assert not np.array_equal(f32.numpy(), got.numpy())
 
 
+# Rows whose byte length is not a multiple of 64 (masked tail steps: K = 96, 352, 704), a group spanning two
+# steps (8-bit, 128), N not a multiple of the 4-row tile, up to the GEMV's 8 x rows.
+BYTE_CASES = [(1, 7, 96), (3, 33, 704), (8, 21, 352 * 2), (2, 64, 1536), (1, 5, 256)]
+BYTE_GRID = [(M, N, K, bits, g) for (M, N, K) in BYTE_CASES for (bits, g) in FORMATS + [(8, 32), (4, 128)]
+             if K % g == 0]
+
+
+@pytest.mark.parametrize("sdtype", ["bf16", "f16", "f32"])
+@pytest.mark.parametrize("M,N,K,bits,group_size", BYTE_GRID)
+def test_linear_quantized_x16_byte_kernel(M, N, K, bits, group_size, sdtype):
+    """The decode GEMV's byte kernel (x16 split into bytes, vpdpbusd; AVX-512 VNNI) computes the same exact
+    16-bit-rounded product as the 16-bit-lane kernels: both within f32 rounding of the float64 emulation."""
+    if ops._quant_gemv_simd() != "avx512-vnni":
+        pytest.skip("the byte kernel needs AVX-512 VNNI; without it the 16-bit-lane test above covers decode")
+    x, (q, s, b), deq, S = make_case(M, N, K, bits, group_size, sdtype, seed=M * 13 + N + K + bits)
+    want16, _ = x16_product_np(x, deq, s, b, group_size, sdtype)
+    kw = dict(bits=bits, group_size=group_size, int16_activations=True)
+    try:
+        ops._set_quant_gemv_bytes(1)
+        assert ops._quant_gemv_bytes()
+        got = ops.linear_quantized(x, q, s, b, **kw)
+        ops._set_quant_gemv_bytes(0)
+        lanes = ops.linear_quantized(x, q, s, b, **kw)
+    finally:
+        ops._set_quant_gemv_bytes(-1)
+    what = f"bytes M{M} N{N} K{K} q{bits} g{group_size} {sdtype}"
+    check_close(got, want16, S, K, what)
+    check_close(lanes, want16, S, K, what + " (16-bit lanes)")
+
+
+def test_linear_quantized_x16_byte_kernel_extremes():
+    """Every x16 at ±32767 (each group's largest and the values that split into hi = ±127 / lo = 255) and
+    8-bit q at 0 and 255 in alternation: the byte sums are exact integers, so the result matches the
+    emulation as closely as for random values."""
+    if ops._quant_gemv_simd() != "avx512-vnni":
+        pytest.skip("the byte kernel needs AVX-512 VNNI")
+    M, N, K = 2, 9, 256
+    x = np.where(np.arange(K) % 2 == 0, 1.0, -1.0).astype(np.float32)[None].repeat(M, 0)
+    x[1] *= 3.0
+    for bits in (4, 8):
+        w = np.where((np.arange(N)[:, None] + np.arange(K)[None]) % 3 == 0, 2.0, -2.0).astype(np.float32)
+        q, s, b = ops.quantize(w, bits=bits, group_size=64, scale_dtype="f32")
+        deq = ops.dequantize(q, s, b, bits=bits, group_size=64).numpy().astype(np.float64)
+        want16, _ = x16_product_np(x, deq, s, b, 64, "f32")
+        S = np.abs(x.astype(np.float64)) @ np.abs(deq).T + 1.0
+        ops._set_quant_gemv_bytes(1)
+        try:
+            got = ops.linear_quantized(x, q, s, b, bits=bits, group_size=64, int16_activations=True)
+        finally:
+            ops._set_quant_gemv_bytes(-1)
+        check_close(got, want16, S, K, f"extremes q{bits}")
+
+
 def test_linear_quantized_int16_activations_gemm_non_finite():
     """A NaN or infinity in any x row sends the whole prefill product to the f32 GEMM: it reaches its own
     row's outputs and no other row's."""

@@ -132,16 +132,6 @@ const Micro& micro() {
 }
 
 #if MB_HAVE_X86_SIMD
-// 16 consecutive elements widened to f32 (exact for bf16 and f16).
-MB_AVX512_TARGET inline __m512 load16_f32(const float* p) { return _mm512_loadu_ps(p); }
-MB_AVX512_TARGET inline __m512 load16_f32(const bf16_t* p) {
-  const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));  // bf16 is the top half of an f32
-}
-MB_AVX512_TARGET inline __m512 load16_f32(const f16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
 // A full 32-column panel from rows with unit k stride: 16 k × 16 columns at a time, transposed in registers
 // (two 16 × 16 transposes per step; plain copies, so the panel holds exactly what the scalar packer writes).
 template <class T>

@@ -18,6 +18,15 @@ void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const
 // written) when it does not apply: no VNNI, a group size other than 32 / 64 / 128, or a non-finite x.
 bool gemm_quantized_x16(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y);
 
+// M <= 8 rows on AVX-512 VNNI with int16_activations (backend/cpu/quant_gemv_vnni.cpp): the same exact
+// Σ q·x16 per group, from x16 split into bytes (vpdpbusd), each thread reading its rows in order. False
+// (nothing written) when it does not apply: no VNNI, a group size other than 32 / 64 / 128, a non-finite x.
+bool gemv_quantized_x16_bytes(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y);
+// Whether the decode GEMV takes gemv_quantized_x16_bytes (default on with VNNI; MARKBASE_QGEMV_BYTES=0 keeps
+// the 16-bit-lane kernels); set_quant_gemv_bytes(0 / 1 / -1 = back to the environment) for tests and A/B runs.
+bool quant_gemv_bytes_enabled();
+void set_quant_gemv_bytes(int mode);
+
 // Gather + dequantize (s·q + b) · scale; the reference and the fast kernel at once.
 void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale);
 

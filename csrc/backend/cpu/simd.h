@@ -39,6 +39,26 @@ MB_AVX2_TARGET inline __m256 load8_f32(const f16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+// 16 consecutive elements widened to f32 (exact for bf16 and f16).
+MB_AVX512_TARGET inline __m512 load16_f32(const float* p) { return _mm512_loadu_ps(p); }
+MB_AVX512_TARGET inline __m512 load16_f32(const bf16_t* p) {
+  const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));  // bf16 is the top half of an f32
+}
+MB_AVX512_TARGET inline __m512 load16_f32(const f16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// The same for the lanes of mask (the others 0; nothing read past them).
+MB_AVX512_TARGET inline __m512 load16_f32_masked(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
+MB_AVX512_TARGET inline __m512 load16_f32_masked(const bf16_t* p, __mmask16 mask) {
+  const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+}
+MB_AVX512_TARGET inline __m512 load16_f32_masked(const f16_t* p, __mmask16 mask) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p));
+}
+
 // Sum of the 8 lanes.
 MB_AVX2_TARGET inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -1,0 +1,253 @@
+// Decode GEMV with quantized weights on AVX-512 VNNI: the x16 kernels' exact per-group sums Σ q·x16, taken
+// from bytes with vpdpbusd (64 unsigned × signed byte products per instruction) instead of 16-bit lanes.
+//
+// x16 (round_x16: per group dx = max|x| / 32767) is split once per x row into x16 = 256·hi + lo, lo its low
+// byte (0..255, unsigned) and hi = x16 >> 8 (−128..127, signed). vpdpbusd multiplies an unsigned byte by a
+// signed one, so
+//   4-bit q (0..15 fits either side):  Σ q·x16 = 256·Σ q·hi [q unsigned] + Σ lo·q [q signed]
+//   8-bit q (0..255):                  Σ q·lo  = Σ lo·(q − 128) + 128·Σ lo   (q − 128 = q xor 0x80, signed)
+// Every sum is exact in int32 (|256·Σ q·hi| ≤ 256·255·128·128 < 2³¹ for a group of 128), so a row's result is
+// the x16 kernels' up to the order of the f32 sum over groups. No byte is widened (the 16-bit kernels spend
+// a cross-lane widen per 32 weights, which made 4-bit decode compute-bound on Zen 4), and each thread reads
+// its weight rows in order: one sequential stream of q, one of scales, one of biases.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <vector>
+
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/quant.h"
+#include "backend/cpu/simd.h"
+#include "core/thread_pool.h"
+
+namespace mb::cpu {
+
+#if MB_HAVE_X86_SIMD
+namespace {
+
+constexpr int64_t kStep = 64;          // bytes of q per step (one zmm)
+constexpr int64_t kBlockBytes = 192 << 10; // weight bytes a thread claims at a time
+
+// One x row's activations as the kernel reads them (4-bit: even columns, then odd, the nibble order).
+struct XRow {
+  const uint8_t* lo;    // [K + kStep] low bytes of x16 (zero past K)
+  const int8_t* hi;     // [K + kStep] x16 >> 8
+  const float* dx;      // [G] x ≈ dx[g]·x16 in group g
+  const float* xsum;    // [G] Σ x per group (f32, k in order), the biases' factor
+  const int32_t* corr;  // 8-bit: [steps·16] 128·Σ lo of group g in the lane where g starts; 0 elsewhere
+};
+
+// Rounds x [K] (round_x16) and splits it for the kernel; false for a NaN / infinity (nothing usable).
+bool prepare_x(const float* x, int64_t K, int gs, int bits, int16_t* x16, uint8_t* lo, int8_t* hi, float* dx,
+               float* xsum, int32_t* corr) {
+  if (!round_x16(x, K, gs, bits == 4, x16, dx)) return false;
+  for (int64_t k = 0; k < K; ++k) lo[k] = uint8_t(uint16_t(x16[k]) & 0xFF), hi[k] = int8_t(x16[k] >> 8);
+  std::fill(lo + K, lo + K + kStep, uint8_t(0));
+  std::fill(hi + K, hi + K + kStep, int8_t(0));
+  const int64_t G = K / gs;
+  for (int64_t g = 0; g < G; ++g) {
+    float acc = 0.f;
+    for (int j = 0; j < gs; ++j) acc += x[g * gs + j];
+    xsum[g] = acc;
+  }
+  if (bits == 8) {
+    const int64_t steps = (K + kStep - 1) / kStep;
+    std::fill(corr, corr + steps * 16, 0);
+    for (int64_t g = 0; g < G; ++g) {
+      int32_t sum = 0;
+      for (int j = 0; j < gs; ++j) sum += lo[g * gs + j];
+      corr[(g * gs / kStep) * 16 + (g * gs % kStep) / 4] = 128 * sum;
+    }
+  }
+  return true;
+}
+
+template <bool kTail>
+MB_AVX512_TARGET inline __m512i load_step(const void* p, __mmask64 mask) {
+  if constexpr (kTail) return _mm512_maskz_loadu_epi8(mask, p);
+  else return _mm512_loadu_si512(p);
+}
+
+// 8-bit: 128·Σ lo of the groups starting in the step at byte o (lanes where they start), else 0.
+template <int BITS>
+MB_AVX512_TARGET inline __m512i group_start(const XRow& x, int64_t o) {
+  if constexpr (BITS == 8) return _mm512_loadu_si512(x.corr + (o / kStep) * 16);
+  else return _mm512_setzero_si512();
+}
+
+// The f32 value of the step's exact sums Σ q·x16 = 256·Σ q·hi + Σ lo·q.
+MB_AVX512_TARGET inline __m512 sum_of(__m512i dl, __m512i dh) {
+  return _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(dh, 8), dl));
+}
+
+// The step's x bytes at byte o of the row: lo, hi (4-bit: of the even columns, then of the odd ones).
+template <int BITS, bool kTail>
+MB_AVX512_TARGET inline void load_x(const XRow& x, int64_t half, int64_t o, __mmask64 mask, __m512i (&xv)[4]) {
+  xv[0] = load_step<kTail>(x.lo + o, mask), xv[1] = load_step<kTail>(x.hi + o, mask);
+  if constexpr (BITS == 4) xv[2] = load_step<kTail>(x.lo + half + o, mask), xv[3] = load_step<kTail>(x.hi + half + o, mask);
+}
+
+// The int32 lanes of one step of one row (bytes [o, o + 64) of q, masked in the tail), added into dl (Σ lo·q)
+// and dh (Σ q·hi).
+template <int BITS, bool kTail>
+MB_AVX512_TARGET inline void step(const uint8_t* q, const __m512i (&xv)[4], __mmask64 mask, __m512i& dl, __m512i& dh) {
+  const __m512i v = load_step<kTail>(q, mask);
+  if constexpr (BITS == 8) {
+    dl = _mm512_dpbusd_epi32(dl, xv[0], _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80))));
+    dh = _mm512_dpbusd_epi32(dh, v, xv[1]);
+  } else {  // byte o holds column 2o in its low nibble (x at o) and 2o + 1 in its high one (x at K/2 + o)
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i qe = _mm512_and_si512(v, low4), qo = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+    dl = _mm512_dpbusd_epi32(dl, xv[0], qe);
+    dl = _mm512_dpbusd_epi32(dl, xv[2], qo);
+    dh = _mm512_dpbusd_epi32(dh, qe, xv[1]);
+    dh = _mm512_dpbusd_epi32(dh, qo, xv[3]);
+  }
+}
+
+// The same bytes of the next tile's rows (a sequential read stays many lines ahead of the arithmetic).
+MB_AVX512_TARGET inline void prefetch_ahead(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T2); }
+
+// R consecutive weight rows (q: the first, row_bytes apart; s, b: G apart) against one x row:
+// out[r] = Σ_g s[r,g]·dx[g]·Σ_{k∈g} q·x16 + b[r,g]·Σ_{k∈g} x. sdx: scratch [R][G + 16]. The x bytes of a step
+// are loaded once for the R rows, whose accumulators are independent chains.
+template <int R, int BITS, int GS, class ST>
+MB_AVX512_TARGET void tile_dot(const uint8_t* q, int64_t row_bytes, const ST* s, const ST* b, const XRow& x, int64_t K,
+                               float* sdx, float* out) {
+  constexpr int64_t kGroupBytes = GS * BITS / 8;
+  const int64_t G = K / GS, half = K / 2, sdx_stride = G + 16;
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < G; g += 16) {  // s·dx per group, and the biases' Σ b·Σx started in acc
+    const __mmask16 mask = G - g >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (G - g)) - 1);
+    const __m512 dxv = _mm512_maskz_loadu_ps(mask, x.dx + g), xsv = _mm512_maskz_loadu_ps(mask, x.xsum + g);
+    for (int r = 0; r < R; ++r) {
+      _mm512_storeu_ps(sdx + r * sdx_stride + g, _mm512_mul_ps(load16_f32_masked(s + r * G + g, mask), dxv));
+      acc[r] = _mm512_fmadd_ps(load16_f32_masked(b + r * G + g, mask), xsv, acc[r]);
+    }
+  }
+  __m512i xv[4];
+  if constexpr (kGroupBytes >= kStep) {  // a group is 1 or 2 whole steps
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t o0 = g * kGroupBytes;
+      __m512i dl[R], dh[R];
+      for (int r = 0; r < R; ++r) dl[r] = group_start<BITS>(x, o0), dh[r] = _mm512_setzero_si512();
+      for (int64_t o = o0; o < o0 + kGroupBytes; o += kStep) {
+        load_x<BITS, false>(x, half, o, 0, xv);
+        for (int r = 0; r < R; ++r) {
+          prefetch_ahead(q + (R + r) * row_bytes + o);
+          step<BITS, false>(q + r * row_bytes + o, xv, 0, dl[r], dh[r]);
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        acc[r] = _mm512_fmadd_ps(sum_of(dl[r], dh[r]), _mm512_set1_ps(sdx[r * sdx_stride + g]), acc[r]);
+    }
+  } else {  // a step holds 64 / kGroupBytes groups, 16 / that lanes each
+    constexpr int kLaneShift = kGroupBytes == 32 ? 3 : kGroupBytes == 16 ? 2 : 1;
+    const __m512i lane_group = _mm512_srli_epi32(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), kLaneShift);
+    auto one_step = [&]<bool kTail>(int64_t o, __mmask64 mask) MB_AVX512_TARGET {
+      load_x<BITS, kTail>(x, half, o, mask, xv);
+      for (int r = 0; r < R; ++r) {
+        prefetch_ahead(q + (R + r) * row_bytes + o);
+        __m512i dl = group_start<BITS>(x, o), dh = _mm512_setzero_si512();
+        step<BITS, kTail>(q + r * row_bytes + o, xv, mask, dl, dh);
+        const __m512 sv = _mm512_permutexvar_ps(lane_group, _mm512_loadu_ps(sdx + r * sdx_stride + o / kGroupBytes));
+        acc[r] = _mm512_fmadd_ps(sum_of(dl, dh), sv, acc[r]);
+      }
+    };
+    int64_t o = 0;
+    for (; o + kStep <= row_bytes; o += kStep) one_step.template operator()<false>(o, 0);
+    // Whole groups, fewer than a step's worth: the masked bytes are zero, lanes of no group.
+    if (o < row_bytes) one_step.template operator()<true>(o, ~0ull >> (kStep - (row_bytes - o)));
+  }
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+constexpr int kTileRows = 4;
+
+template <int BITS, int GS, class ST>
+void gemv_rows(int64_t M, const std::vector<XRow>& xs, const ops::QuantizedMatrix& w, const float* bias, float* Y) {
+  const int64_t N = w.rows(), K = w.cols(), G = K / GS, row_bytes = w.q.size(1);
+  const uint8_t* q = w.q.data_as<const uint8_t>();
+  const ST* scales = w.scales.data_as<const ST>();
+  const ST* biases = w.biases.data_as<const ST>();
+  // Blocks of consecutive rows, claimed from a counter: small enough that both threads get several on the
+  // smallest projections, large enough that a block is a long sequential read.
+  const int64_t threads = ThreadPool::global().num_threads();
+  const int64_t block_rows =
+      std::max<int64_t>(1, std::min(kBlockBytes / row_bytes, N / (4 * threads)) / kTileRows) * kTileRows;
+  const int64_t nblocks = (N + block_rows - 1) / block_rows;
+  std::atomic<int64_t> next_block{0};
+  parallel_for(std::min(threads, nblocks), 1, [&](int64_t, int64_t) {
+    std::vector<float> sdx(size_t(kTileRows * (G + 16)));
+    float res[kTileRows];
+    auto run = [&]<int R>(int64_t n) {
+      for (int64_t m = 0; m < M; ++m) {
+        tile_dot<R, BITS, GS, ST>(q + n * row_bytes, row_bytes, scales + n * G, biases + n * G, xs[size_t(m)], K,
+                                  sdx.data(), res);
+        for (int r = 0; r < R; ++r) Y[m * N + n + r] = res[r] + (bias ? bias[n + r] : 0.f);
+      }
+    };
+    for (int64_t blk; (blk = next_block.fetch_add(1, std::memory_order_relaxed)) < nblocks;) {
+      const int64_t n1 = std::min(N, (blk + 1) * block_rows);
+      int64_t n = blk * block_rows;
+      for (; n + kTileRows <= n1; n += kTileRows) run.template operator()<kTileRows>(n);
+      for (; n < n1; ++n) run.template operator()<1>(n);
+    }
+  });
+}
+
+}  // namespace
+
+bool gemv_quantized_x16_bytes(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias,
+                              float* Y) {
+  const int gs = w.group_size, bits = w.bits;
+  const int64_t N = w.rows(), K = w.cols();
+  if (!cpu_has_avx512_vnni() || (gs != 32 && gs != 64 && gs != 128) || M <= 0 || N <= 0 || K <= 0) return false;
+  const int64_t G = K / gs, steps = (K * bits / 8 + kStep - 1) / kStep, padded = K + kStep;
+  thread_local std::vector<int16_t> x16;
+  thread_local std::vector<uint8_t> lo;
+  thread_local std::vector<int8_t> hi;
+  thread_local std::vector<float> dx, xsum;
+  thread_local std::vector<int32_t> corr;
+  x16.resize(size_t(K));
+  lo.resize(size_t(M * padded));
+  hi.resize(size_t(M * padded));
+  dx.resize(size_t(M * G));
+  xsum.resize(size_t(M * G));
+  corr.resize(size_t(M * steps * 16));
+  std::vector<XRow> xs(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) {
+    uint8_t* lo_m = lo.data() + m * padded;
+    int8_t* hi_m = hi.data() + m * padded;
+    float *dx_m = dx.data() + m * G, *xsum_m = xsum.data() + m * G;
+    int32_t* corr_m = corr.data() + m * steps * 16;
+    if (!prepare_x(X + m * K, K, gs, bits, x16.data(), lo_m, hi_m, dx_m, xsum_m, corr_m)) return false;
+    xs[size_t(m)] = {lo_m, hi_m, dx_m, xsum_m, corr_m};
+  }
+  dispatch_float(w.scales.dtype(), [&](auto tag) {
+    using ST = decltype(tag);
+    auto run = [&]<int BITS, int GS>() { gemv_rows<BITS, GS, ST>(M, xs, w, bias, Y); };
+    if (bits == 8) {
+      if (gs == 32) run.template operator()<8, 32>();
+      else if (gs == 64) run.template operator()<8, 64>();
+      else run.template operator()<8, 128>();
+    } else {
+      if (gs == 32) run.template operator()<4, 32>();
+      else if (gs == 64) run.template operator()<4, 64>();
+      else run.template operator()<4, 128>();
+    }
+  });
+  return true;
+}
+
+#else
+
+bool gemv_quantized_x16_bytes(int64_t, const float*, const ops::QuantizedMatrix&, const float*, float*) {
+  return false;
+}
+
+#endif
+
+}  // namespace mb::cpu
