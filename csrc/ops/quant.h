@@ -29,7 +29,8 @@ void check_quantized(const QuantizedMatrix& m, const char* op, const char* what)
 // the two agree to f32 rounding). With ex.int16_activations the CPU kernels (x with ≤ 8 rows on AVX2, more
 // rows on AVX-512 VNNI) may instead round x per group to 16-bit integers, x ≈ dx·xq with dx = max|x_g| / 32767, and form Σ q·xq
 // exactly in int32: each x moves by at most max|x_g|·2⁻¹⁶ (far below the 4- / 8-bit weights' own
-// rounding), for half the instructions per weight. Σ x stays f32; other backends and shapes ignore it.
+// rounding), for half the instructions per weight (on AVX-512 VNNI the decode rows take xq as two bytes
+// through vpdpbusd: the same integers, backend/cpu/quant_gemv_vnni.cpp). Σ x stays f32; other backends and shapes ignore it.
 void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* bias, Tensor& out, const Exec& ex = {});
 
 // out[t] = dequantized row ids[t] of table · scale: ids [T] i32 in [0, rows); out [T, cols] f32.
