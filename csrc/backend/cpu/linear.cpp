@@ -235,21 +235,6 @@ void run_block(const Problem& p, const Kernels& ks, const WT* w, int64_t n0, int
 }
 
 #if MB_HAVE_X86_SIMD
-// 16 weights widened to f32 (exact), whole or the first n < 16 of them (the rest zero).
-MB_AVX512_TARGET inline __m512 w16(const float* p) { return _mm512_loadu_ps(p); }
-MB_AVX512_TARGET inline __m512 w16(const bf16_t* p) {
-  const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
-}
-MB_AVX512_TARGET inline __m512 w16(const f16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-MB_AVX512_TARGET inline __m512 w16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-MB_AVX512_TARGET inline __m512 w16(const bf16_t* p, __mmask16 m) {
-  const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
-}
-MB_AVX512_TARGET inline __m512 w16(const f16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
 
 // res[m · rows + r] = Σ_k x[m·ldx + k] · w[r·K + k] for MR x rows and `rows` consecutive w rows, one row after
 // the other: each thread's weights are one sequential stream (on Zen 4 with the checkpoint on 2 MB pages, one
@@ -265,14 +250,14 @@ MB_AVX512_TARGET void rows_avx512(const float* x, int64_t ldx, const WT* w, int6
     for (; k + 16 * U <= K; k += 16 * U) {
 #pragma GCC unroll 4
       for (int u = 0; u < U; ++u) {
-        const __m512 wv = w16(wr + k + 16 * u);
+        const __m512 wv = load16_f32(wr + k + 16 * u);
 #pragma GCC unroll 8
         for (int m = 0; m < MR; ++m) acc[m][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + m * ldx + k + 16 * u), acc[m][u]);
       }
     }
     for (; k < K; k += 16) {  // the tail, 16 (or fewer, masked) at a time
       const __mmask16 mask = K - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (K - k)) - 1);
-      const __m512 wv = w16(wr + k, mask);
+      const __m512 wv = load16_f32_masked(wr + k, mask);
       for (int m = 0; m < MR; ++m) acc[m][0] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mask, x + m * ldx + k), acc[m][0]);
     }
     for (int m = 0; m < MR; ++m) {
