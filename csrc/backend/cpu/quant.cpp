@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
@@ -510,38 +509,24 @@ void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const 
   }
 }
 
-namespace {
-// -1: unset (MARKBASE_QGEMV_BYTES decides, default on), 0 / 1: set by set_quant_gemv_bytes.
-std::atomic<int> gemv_bytes_mode{-1};
-}  // namespace
-
-bool quant_gemv_bytes_enabled() {
-  int mode = gemv_bytes_mode.load(std::memory_order_relaxed);
-  if (mode < 0) {
-    const char* v = std::getenv("MARKBASE_QGEMV_BYTES");
-    mode = v && v[0] == '0' ? 0 : 1;
-    gemv_bytes_mode.store(mode, std::memory_order_relaxed);
-  }
-  return mode == 1 && cpu_has_avx512_vnni();
-}
-
-void set_quant_gemv_bytes(int mode) { gemv_bytes_mode.store(mode < 0 ? -1 : mode ? 1 : 0); }
-
 void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
                            bool int16_activations) {
   const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = w.rows();
   if (M == 0 || N == 0) return;
   const float* X = x.data_as<const float>();
   float* Y = out.data_as<float>();
-  thread_local std::vector<float> bbuf;
-  const float* bf = nullptr;  // bias as f32 [N]
-  if (bias) {
+  // The bias as f32 [N] for the kernels that take it so (null without one).
+  auto bias_f32 = [&]() -> const float* {
+    thread_local std::vector<float> bbuf;
+    if (!bias) return nullptr;
     if (bbuf.size() < size_t(N)) bbuf.resize(size_t(N));
     for (int64_t n = 0; n < N; ++n) bbuf[size_t(n)] = bias_at(bias, n);
-    bf = bbuf.data();
-  }
-  if (M <= 8 && int16_activations && quant_gemv_bytes_enabled() && gemv_quantized_x16_bytes(M, X, w, bf, Y)) return;
+    return bbuf.data();
+  };
+  if (M <= 8 && int16_activations && quant_gemv_bytes_enabled() && gemv_quantized_x16_bytes(M, X, w, bias_f32(), Y))
+    return;
   if (M > 8) {  // (up to 8 rows, a batched decode step: the GEMV, each row group re-reading blocks from L2)
+    const float* bf = bias_f32();
     if (int16_activations && gemm_quantized_x16(M, X, w, bf, Y)) return;
     GemmB B{nullptr, DType::F32, 0, 0};
     B.quant = &w;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
@@ -167,7 +168,7 @@ MB_AVX512_TARGET void tile_dot(const uint8_t* q, int64_t row_bytes, const ST* s,
 constexpr int kTileRows = 4;
 
 template <int BITS, int GS, class ST>
-void gemv_rows(int64_t M, const std::vector<XRow>& xs, const ops::QuantizedMatrix& w, const float* bias, float* Y) {
+void gemv_rows(int64_t M, const XRow* xs, const ops::QuantizedMatrix& w, const float* bias, float* Y) {
   const int64_t N = w.rows(), K = w.cols(), G = K / GS, row_bytes = w.q.size(1);
   const uint8_t* q = w.q.data_as<const uint8_t>();
   const ST* scales = w.scales.data_as<const ST>();
@@ -180,11 +181,12 @@ void gemv_rows(int64_t M, const std::vector<XRow>& xs, const ops::QuantizedMatri
   const int64_t nblocks = (N + block_rows - 1) / block_rows;
   std::atomic<int64_t> next_block{0};
   parallel_for(std::min(threads, nblocks), 1, [&](int64_t, int64_t) {
-    std::vector<float> sdx(size_t(kTileRows * (G + 16)));
+    thread_local std::vector<float> sdx;  // zeros past each row's G scales (lanes of no group multiply 0)
+    sdx.assign(size_t(kTileRows * (G + 16)), 0.f);
     float res[kTileRows];
     auto run = [&]<int R>(int64_t n) {
       for (int64_t m = 0; m < M; ++m) {
-        tile_dot<R, BITS, GS, ST>(q + n * row_bytes, row_bytes, scales + n * G, biases + n * G, xs[size_t(m)], K,
+        tile_dot<R, BITS, GS, ST>(q + n * row_bytes, row_bytes, scales + n * G, biases + n * G, xs[m], K,
                                   sdx.data(), res);
         for (int r = 0; r < R; ++r) Y[m * N + n + r] = res[r] + (bias ? bias[n + r] : 0.f);
       }
@@ -200,11 +202,27 @@ void gemv_rows(int64_t M, const std::vector<XRow>& xs, const ops::QuantizedMatri
 
 }  // namespace
 
+namespace {
+std::atomic<int> g_bytes_override{-1};  // set_quant_gemv_bytes: -1 none, 0 off, 1 on
+}
+
+void set_quant_gemv_bytes(int mode) { g_bytes_override = mode < 0 ? -1 : mode ? 1 : 0; }
+
+bool quant_gemv_bytes_enabled() {
+  static const bool by_default = [] {
+    const char* v = std::getenv("MARKBASE_QGEMV_BYTES");
+    return !(v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0));
+  }();
+  const int mode = g_bytes_override.load(std::memory_order_relaxed);
+  return cpu_has_avx512_vnni() && (mode < 0 ? by_default : mode == 1);
+}
+
 bool gemv_quantized_x16_bytes(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias,
                               float* Y) {
   const int gs = w.group_size, bits = w.bits;
   const int64_t N = w.rows(), K = w.cols();
-  if (!cpu_has_avx512_vnni() || (gs != 32 && gs != 64 && gs != 128) || M <= 0 || N <= 0 || K <= 0) return false;
+  if (!cpu_has_avx512_vnni() || (gs != 32 && gs != 64 && gs != 128) || M <= 0 || M > 8 || N <= 0 || K <= 0)
+    return false;
   const int64_t G = K / gs, steps = (K * bits / 8 + kStep - 1) / kStep, padded = K + kStep;
   thread_local std::vector<int16_t> x16;
   thread_local std::vector<uint8_t> lo;
@@ -217,14 +235,14 @@ bool gemv_quantized_x16_bytes(int64_t M, const float* X, const ops::QuantizedMat
   dx.resize(size_t(M * G));
   xsum.resize(size_t(M * G));
   corr.resize(size_t(M * steps * 16));
-  std::vector<XRow> xs(static_cast<size_t>(M));
+  XRow xs[8];  // M ≤ 8
   for (int64_t m = 0; m < M; ++m) {
     uint8_t* lo_m = lo.data() + m * padded;
     int8_t* hi_m = hi.data() + m * padded;
     float *dx_m = dx.data() + m * G, *xsum_m = xsum.data() + m * G;
     int32_t* corr_m = corr.data() + m * steps * 16;
     if (!prepare_x(X + m * K, K, gs, bits, x16.data(), lo_m, hi_m, dx_m, xsum_m, corr_m)) return false;
-    xs[size_t(m)] = {lo_m, hi_m, dx_m, xsum_m, corr_m};
+    xs[m] = {lo_m, hi_m, dx_m, xsum_m, corr_m};
   }
   dispatch_float(w.scales.dtype(), [&](auto tag) {
     using ST = decltype(tag);
@@ -244,6 +262,8 @@ bool gemv_quantized_x16_bytes(int64_t M, const float* X, const ops::QuantizedMat
 
 #else
 
+void set_quant_gemv_bytes(int) {}
+bool quant_gemv_bytes_enabled() { return false; }
 bool gemv_quantized_x16_bytes(int64_t, const float*, const ops::QuantizedMatrix&, const float*, float*) {
   return false;
 }
