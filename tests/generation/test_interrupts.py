@@ -4,6 +4,7 @@ sequential use; a session used by two threads at once refuses the second; sampli
 type or range are InputErrors naming them."""
 
 import _thread
+import signal
 import threading
 import time
 
@@ -18,7 +19,16 @@ def model(synthetic):
     return mb.load(synthetic("e2b"), max_context=512)
 
 
-def test_ctrl_c_mid_turn_takes_the_turn_back(model):
+@pytest.fixture
+def sigint_raises():
+    """Python's own SIGINT handler for the test: a process started in the background by a non-interactive
+    shell inherits SIGINT ignored, and then interrupt_main() does nothing at all."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_mid_turn_takes_the_turn_back(model, sigint_raises):
     chat = model.new_chat(system="Be brief.", temperature=0, max_new_tokens=40)
     chat.send("Hello!")
     before = [dict(m) for m in chat.messages]
