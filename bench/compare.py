@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """markbase side by side with llama.cpp and transformers on one real-size Gemma 4 E2B checkpoint.
 
-    PYTHONPATH=python python3 bench/compare.py [--rounds 4 --reps 3] [--widths bf16,q8,q4]
+    PYTHONPATH=python python3 bench/compare.py [--rounds 4 --reps 3] [--widths bf16,q8,q4[,q4-fast]]
         [--engines markbase,llama.cpp,transformers] [--threads 2] [--quick]
 
 Opt-in, never part of the tests. Speed is reported, never asserted.
@@ -17,7 +17,8 @@ size="real", dtype="bf16", text_only=True)`, reused from .bench-cache/e2b-real-b
     load, llama.cpp populates its mapping (and repacks Q4_0/Q8_0 for AVX2), transformers copies every
     weight into torch tensors.
 How:
-  - the engines: markbase (`mb.load(dir, max_context=1024[, quantize="q8"|"q4"])`, sessions as in
+  - the engines: markbase (`mb.load(dir, max_context=1024[, quantize="q8"|"q4"])`; width q4-fast / q8-fast
+    adds precision="fast", compared with the others' q4 / q8), sessions as in
     bench/bench_decode.py; MARKBASE_NUM_THREADS); llama.cpp's llama-bench (`-t THREADS`; prefill
     `-p 128,512 -n 0`, decode `-p 0 -n 32 -d 128`, one process each) on GGUFs converted from the same
     checkpoint (BF16, then llama-quantize Q8_0 / Q4_0); transformers in bfloat16 (torch.set_num_threads,
@@ -68,6 +69,9 @@ import yardstick  # noqa: E402
 CACHE = os.environ.get("MARKBASE_BENCH_DIR") or os.path.join(REPO, ".bench-cache")
 ENGINES = ("markbase", "llama.cpp", "transformers")
 WIDTHS = ("bf16", "q8", "q4")
+# markbase only: the same weights under precision="fast" (8-bit activations in the 4-bit decode GEMV),
+# compared with the other engines' plain width.
+FAST_WIDTHS = ("q8-fast", "q4-fast")
 SPEEDS = ("decode", "prefill_128", "prefill_512")
 COLUMNS = (("decode", "decode tok/s"), ("prefill_128", "prefill-128 tok/s"), ("prefill_512", "prefill-512 tok/s"),
            ("rss_gb", "peak RSS GB"), ("load_s", "load s"))
@@ -211,9 +215,9 @@ def print_table(cells: list[Cell], limits: dict, flops: dict) -> None:
         row = [format_figure(c, key, limits, flops) for key, _ in COLUMNS]
         widths = [max(w, len(x)) for w, x in zip(widths, row)]
         rows.append((c, row))
-    print(f"{'engine':<13}{'width':<6}" + "  ".join(t.ljust(w) for (_, t), w in zip(COLUMNS, widths)))
+    print(f"{'engine':<13}{'width':<8}" + "  ".join(t.ljust(w) for (_, t), w in zip(COLUMNS, widths)))
     for c, row in rows:
-        print(f"{c.engine:<13}{c.width:<6}" + "  ".join(x.ljust(w) for x, w in zip(row, widths)))
+        print(f"{c.engine:<13}{c.width:<8}" + "  ".join(x.ljust(w) for x, w in zip(row, widths)))
         for e in c.errors[:2]:
             print(f"{'':19}error: {e}")
 
@@ -222,8 +226,8 @@ def print_ratios(cells: list[Cell]) -> None:
     by = {(c.engine, c.width): c for c in cells}
     rows = []
     for other in ("llama.cpp", "transformers"):
-        for w in WIDTHS:
-            mine, theirs = by.get(("markbase", w)), by.get((other, w))
+        for w in WIDTHS + FAST_WIDTHS:
+            mine, theirs = by.get(("markbase", w)), by.get((other, w.removesuffix("-fast")))
             if not mine or not theirs:
                 continue
             figures = []
@@ -231,11 +235,11 @@ def print_ratios(cells: list[Cell]) -> None:
                 a, b = mine.median(key), theirs.median(key)
                 figures.append(f"{a / b:19.2f}" if a and b else f"{'-':>19}")
             if any(f.strip() != "-" for f in figures):
-                rows.append(f"{'markbase/' + other:<22}{w:<6}" + "".join(figures))
+                rows.append(f"{'markbase/' + other:<22}{w:<8}" + "".join(figures))
     if rows:
         print("\nratios of medians, markbase / other (speeds: > 1 = markbase faster; RSS and load: < 1 = markbase "
               "smaller/faster)")
-        print(f"{'':28}" + "".join(f"{t:>19}" for _, t in COLUMNS))
+        print(f"{'':30}" + "".join(f"{t:>19}" for _, t in COLUMNS))
         print("\n".join(rows))
     print()
 
@@ -262,8 +266,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         if e not in ENGINES:
             ap.error(f"unknown engine {e!r} (choose from {', '.join(ENGINES)})")
     for w in a.widths:
-        if w not in WIDTHS:
-            ap.error(f"unknown width {w!r} (choose from {', '.join(WIDTHS)})")
+        if w not in WIDTHS + FAST_WIDTHS:
+            ap.error(f"unknown width {w!r} (choose from {', '.join(WIDTHS + FAST_WIDTHS)}; -fast: markbase only)")
     return a
 
 
@@ -280,7 +284,7 @@ def prepare_llama(args, checkpoint: str) -> dict[str, str]:
     """{width: GGUF} for the llama.cpp cells (built and converted on first use); {} when impossible."""
     try:
         _llamacpp.build(CACHE)
-        return _llamacpp.ggufs(CACHE, checkpoint, args.widths, args.threads)
+        return _llamacpp.ggufs(CACHE, checkpoint, [w for w in args.widths if w in WIDTHS], args.threads)
     except Exception as e:  # reported in the table, the other engines still run
         log(f"llama.cpp unavailable: {e}")
         return {"error": str(e).splitlines()[0][:300]}
@@ -352,7 +356,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     checkpoint = ensure_checkpoint(os.path.abspath(args.checkpoint))
     llama = prepare_llama(args, checkpoint) if "llama.cpp" in args.engines else {}
-    cells = [Cell(e, w) for e in args.engines for w in args.widths if e != "transformers" or w == "bf16"]
+    cells = [Cell(e, w) for e in args.engines for w in args.widths
+             if (e != "transformers" or w == "bf16") and (e == "markbase" or w not in FAST_WIDTHS)]
     for c in cells:
         if c.engine == "llama.cpp" and c.width in llama:
             c.decode_bytes = _llamacpp.decode_bytes(CACHE, llama[c.width])

@@ -1,5 +1,5 @@
 """Where a decode step goes, op by op: `PYTHONPATH=python python3 bench/profile_decode.py CKPT [--quantize q4]
-[--steps 8]`. Prints the ops by total time (CPU backend: the wall time between consecutive ops,
+[--steps 8] [--precision fast]`. Prints the ops by total time (CPU backend: the wall time between consecutive ops,
 attributed to the later one) and the share of the step. A diagnostic, not a benchmark."""
 
 import argparse
@@ -16,9 +16,10 @@ def main():
     ap.add_argument("checkpoint")
     ap.add_argument("--quantize", default=None, choices=("q8", "q4"))
     ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--precision", default="auto", choices=("auto", "fast", "f32"))
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
-    model = mb.load(args.checkpoint, quantize=args.quantize, max_context=1024)
+    model = mb.load(args.checkpoint, quantize=args.quantize, max_context=1024, precision=args.precision)
     sess = model.session()
     tok = int(np.argmax(sess.prefill(np.arange(2, 34))))
     tok = int(np.argmax(sess.decode(tok)))

@@ -7,6 +7,9 @@ model (load(..., quantize="q8" / "q4")) reads the same sequence (teacher forcing
   - top-1: the fraction of the 256 positions where its argmax equals the f32 model's,
   - KL: mean KL(p_f32 || p_quant) per position, in nats.
 The same f32 weights rounded to bf16 (the published checkpoints' precision) are shown as a yardstick.
+"q4-fast" is q4 under precision="fast" (8-bit activations in the decode GEMV with 4-bit weights): its
+logits come from teacher-forced decode steps (prefill rows do not take x8), and the row "q4-dec" gives
+q4 "auto" the same way, the figure to compare it with.
 Run: `PYTHONPATH=python:tests python3 bench/quant_quality.py` (builds the oracle cache if missing).
 """
 
@@ -38,9 +41,17 @@ def greedy(model, ids, steps):
     return np.array(out)
 
 
+def decode_logits(model, ids, seq):
+    """Logits of prefill(ids) and then of decode(t) for each later token of seq but the last: [steps, V]."""
+    sess = model.session()
+    out = [sess.prefill(ids)]
+    out += [sess.decode(int(t)) for t in seq[len(ids):-1]]
+    return np.stack([np.asarray(o).ravel() for o in out])
+
+
 def main():
     dirs = build_all()
-    print(f"{'family':8} {'bits':>4} {'rel':>8} {'top-1':>7} {'KL':>9}")
+    print(f"{'family':8} {'bits':>7} {'rel':>8} {'top-1':>7} {'KL':>9}")
     for family in FAMILIES:
         ckpt = os.path.join(dirs[family], "f32")
         base = mb.load(ckpt)
@@ -49,13 +60,16 @@ def main():
         ref = base.logits(seq)[len(ids) - 1: -1]  # the logits that chose each generated token
         lp_ref = log_softmax(ref.astype(np.float64))
         variants = {"bf16": lambda: mb.load(os.path.join(dirs[family], "bf16")),  # yardstick: bf16 rounding alone
-                    "q8": lambda: mb.load(ckpt, quantize="q8"), "q4": lambda: mb.load(ckpt, quantize="q4")}
+                    "q8": lambda: mb.load(ckpt, quantize="q8"), "q4": lambda: mb.load(ckpt, quantize="q4"),
+                    "q4-dec": lambda: mb.load(ckpt, quantize="q4"),
+                    "q4-fast": lambda: mb.load(ckpt, quantize="q4", precision="fast")}
         for q, load in variants.items():
-            got = load().logits(seq)[len(ids) - 1: -1]
+            model = load()
+            got = decode_logits(model, ids, seq) if q in ("q4-dec", "q4-fast") else model.logits(seq)[len(ids) - 1: -1]
             rel = np.abs(got - ref).max() / np.abs(ref).max()
             top1 = float((got.argmax(-1) == ref.argmax(-1)).mean())
             kl = float((np.exp(lp_ref) * (lp_ref - log_softmax(got.astype(np.float64)))).sum(-1).mean())
-            print(f"{family:8} {q:>4} {rel:8.3g} {top1:7.1%} {kl:9.2e}")
+            print(f"{family:8} {q:>7} {rel:8.3g} {top1:7.1%} {kl:9.2e}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ void Backend::linear(const Tensor&, const Tensor&, const Tensor*, Tensor&, bool)
 void Backend::linear_gathered(const Tensor&, const Tensor&, const Tensor&, Tensor&) const {
   no_kernel("linear_gathered");
 }
-void Backend::linear_quantized(const Tensor&, const ops::QuantizedMatrix&, const Tensor*, Tensor&, bool) const {
+void Backend::linear_quantized(const Tensor&, const ops::QuantizedMatrix&, const Tensor*, Tensor&, int) const {
   no_kernel("linear_quantized");
 }
 void Backend::embedding_quantized(const ops::QuantizedMatrix&, const Tensor&, Tensor&, float) const {

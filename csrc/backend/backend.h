@@ -40,7 +40,7 @@ class Backend {
   virtual void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) const;
   // quant (ops/quant.h)
   virtual void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
-                                bool int16_activations) const;
+                                int activation_bits) const;
   virtual void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const;
   // embedding (ops/embedding.h), topk (ops/topk.h)
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out, float scale) const;

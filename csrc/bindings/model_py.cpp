@@ -49,10 +49,11 @@ void bind(py::module_& m) {
 
   py::class_<Gemma4Model, std::shared_ptr<Gemma4Model>>(m, "Model", "A loaded Gemma 4 checkpoint.")
       .def_static("load", [](const std::string& dir, const std::string& device, int64_t max_context, int64_t prefill_chunk,
-                             int quantize_bits, int group_size, bool reduced_precision) {
+                             int quantize_bits, int group_size, bool reduced_precision, bool int8_activations) {
         gemma4::LoadOptions opt;
         opt.exec = make_exec(device, false);
         opt.exec.int16_activations = reduced_precision;
+        opt.exec.int8_activations = reduced_precision && int8_activations;
         opt.exec.bf16_products = reduced_precision;
         opt.max_context = max_context;
         opt.prefill_chunk = prefill_chunk;
@@ -62,11 +63,14 @@ void bind(py::module_& m) {
         return Gemma4Model::load(dir, opt);
       }, py::arg("dir"), py::arg("device") = "cpu", py::arg("max_context") = 0, py::arg("prefill_chunk") = 256,
          py::arg("quantize_bits") = 0, py::arg("group_size") = 64, py::arg("reduced_precision") = false,
+         py::arg("int8_activations") = false,
          "Parses DIR/config.json and binds every tensor of the weight table from the mapped checkpoint; "
          "quantize_bits 4 / 8 quantizes the decoder's matrices at load (MLX affine, groups of group_size); "
          "reduced_precision (precision=\"auto\") lets quantized GEMVs / GEMMs round x to 16 bits per group "
-         "(ops/quant.h) and the CPU prefill GEMM with bf16 weights multiply bf16 products (ops/exec.h).")
+         "(ops/quant.h) and the CPU prefill GEMM with bf16 weights multiply bf16 products (ops/exec.h); "
+         "int8_activations (precision=\"fast\") further lets the quantized decode GEMV round x to 8 bits per group.")
       .def_property_readonly("reduced_precision", [](const Gemma4Model& mdl) { return mdl.exec().int16_activations; })
+      .def_property_readonly("int8_activations", [](const Gemma4Model& mdl) { return mdl.exec().int8_activations; })
       .def_property_readonly("decode_weight_bytes", &Gemma4Model::decode_weight_bytes,
                              "Bytes of decoder weights one decode step reads, as held (quantized or not).")
       .def_property_readonly("config", &Gemma4Model::config, py::return_value_policy::reference_internal)

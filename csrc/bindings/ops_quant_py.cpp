@@ -39,7 +39,8 @@ void bind(py::module_& m) {
      "f32 [rows, cols] = scales·q + biases.");
   m.def("linear_quantized", [](const py::object& xo, const py::object& q, const py::object& s, const py::object& b,
                                int bits, int group_size, const py::object& bo, const py::object& out,
-                               const std::string& device, bool reference, bool int16_activations) {
+                               const std::string& device, bool reference, bool int16_activations,
+                               bool int8_activations) {
     const char* op = "linear_quantized";
     Tensor x = as_tensor(xo, op, "x");
     ops::QuantizedMatrix w = matrix_of(q, s, b, bits, group_size, op);
@@ -50,14 +51,16 @@ void bind(py::module_& m) {
     run_ops(device, reference, [&](const Exec& ex) {
       Exec e = ex;
       e.int16_activations = int16_activations;
+      e.int8_activations = int8_activations;
       ops::linear_quantized(x, w, bias ? &*bias : nullptr, y, e);
     });
     return y;
   }, py::arg("x"), py::arg("q"), py::arg("scales"), py::arg("biases"), py::kw_only(), py::arg("bits"),
      py::arg("group_size"), py::arg("bias") = py::none(), py::arg("out") = py::none(), py::arg("device") = "cpu",
-     py::arg("reference") = false, py::arg("int16_activations") = false,
+     py::arg("reference") = false, py::arg("int16_activations") = false, py::arg("int8_activations") = false,
      "x [..., K] f32 times the dequantized [N, K] matrix transposed (+ bias): [..., N] f32. int16_activations "
-     "lets the CPU decode kernel round x per group to 16-bit integers (ops/quant.h).");
+     "lets the CPU decode kernel round x per group to 16-bit integers (ops/quant.h); int8_activations lets "
+     "its rows with 4-bit weights on AVX-512 VNNI round x to 8-bit integers instead (the rest as int16_activations).");
   m.def("_quant_gemv_simd", [] {
     return std::string(cpu::cpu_has_avx512_vnni() ? "avx512-vnni" : cpu::cpu_has_avx2() ? "avx2" : "portable");
   }, "Kernels of the CPU quantized decode GEMV: 'avx512-vnni' (16-bit activations on AVX-512 VNNI for groups of "

@@ -15,6 +15,11 @@ struct Exec {
   // Let the quantized decode GEMV round x to 16-bit integers per weight group (ops/quant.h:
   // linear_quantized). false: every product and sum in f32.
   bool int16_activations = false;
+  // Let the quantized decode GEMV with 4-bit weights round x to 8-bit integers per weight group instead
+  // (llama.cpp's Q8 activations; AVX-512 VNNI only, 16-bit elsewhere); implies int16_activations'
+  // permissions. 8-bit weights keep 16-bit x: there x8 saves no time (that GEMV is bandwidth-bound) and
+  // adds 4-7x the KL divergence to f32 (bench/quant_quality.py), while with 4-bit weights it adds < 2%.
+  bool int8_activations = false;
   // Let the CPU linear with bf16 weights round x to bf16 and sum the exact bf16 products in f32 (prefill:
   // vdpbf16ps; decode rows: the GEMV on the rounded x) where the CPU does that faster than f32 FMAs
   // (backend/cpu/gemm.h: bf16_products_enabled).

@@ -146,6 +146,11 @@ Tensor dequantize_affine(const QuantizedMatrix& m) {
   return out;
 }
 
+int activation_bits(const Exec& ex, const QuantizedMatrix& w) {
+  if (ex.int8_activations) return w.bits == 4 ? 8 : 16;  // 8-bit weights keep 16-bit x (see exec.h)
+  return ex.int16_activations ? 16 : 0;
+}
+
 void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* bias, Tensor& out, const Exec& ex) {
   Check c{"linear_quantized"};
   check_quantized(w, c.op, "w");
@@ -163,7 +168,7 @@ void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* b
   c.no_alias(out, "out", w.q, "w.q");
   if (bias) c.no_alias(out, "out", *bias, "bias");
   run_op(c.op, ex, {&x, &w.q, &w.scales, &w.biases, bias}, {&out},
-         [&](const Backend& b) { b.linear_quantized(x, w, bias, out, ex.int16_activations); });
+         [&](const Backend& b) { b.linear_quantized(x, w, bias, out, activation_bits(ex, w)); });
 }
 
 void embedding_quantized(const QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale, const Exec& ex) {

@@ -23,6 +23,9 @@ Tensor dequantize_affine(const QuantizedMatrix& m);
 // Checks a QuantizedMatrix's shapes and dtypes against each other (InputError naming `what`).
 void check_quantized(const QuantizedMatrix& m, const char* op, const char* what);
 
+// The rounding ex allows the activations of products with w: 0 (f32), 16 or 8 bits (Backend::linear_quantized).
+int activation_bits(const Exec& ex, const QuantizedMatrix& w);
+
 // out = x · Wᵀ (+ bias) with W the dequantized matrix [N, K]:
 //   x: [..., K] f32 contiguous; bias: [N] f32 / bf16 / f16 or null; out: [..., N] f32, not overlapping.
 // Σ_k x·(s·q + b) is computed per group as s·Σ q·x + b·Σ x in f32 (the reference dequantizes first;
@@ -31,6 +34,9 @@ void check_quantized(const QuantizedMatrix& m, const char* op, const char* what)
 // exactly in int32: each x moves by at most max|x_g|·2⁻¹⁶ (far below the 4- / 8-bit weights' own
 // rounding), for half the instructions per weight (on AVX-512 VNNI the decode rows take xq as two bytes
 // through vpdpbusd: the same integers, backend/cpu/quant_gemv_vnni.cpp). Σ x stays f32; other backends and shapes ignore it.
+// With ex.int8_activations the decode rows with 4-bit weights on AVX-512 VNNI round x per group to 8-bit
+// integers instead (dx = max|x_g| / 127, llama.cpp's Q8 activations: each x moves by up to max|x_g|·2⁻⁸,
+// two vpdpbusd per 128 weights instead of four); everything else as with int16_activations.
 void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* bias, Tensor& out, const Exec& ex = {});
 
 // out[t] = dequantized row ids[t] of table · scale: ids [T] i32 in [0, rows); out [T, cols] f32.

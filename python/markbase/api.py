@@ -152,7 +152,8 @@ class Model:
         self.device = core_model.device
         self.max_context = core_model.max_context
         self.prefill_chunk = core_model.prefill_chunk  # prompt tokens per forward
-        self.precision = "auto" if core_model.reduced_precision else "f32"  # see load()
+        self.precision = ("fast" if core_model.int8_activations else
+                          "auto" if core_model.reduced_precision else "f32")  # see load()
         self.validation = report
         self._tokenizer = None
         self._media = None
@@ -444,7 +445,10 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     for about 1.2-1.3x the speed, and the text decoder's CPU products with bf16 weights on CPUs where
     vdpbf16ps beats an f32 FMA (AMD Zen 4 / 5 with AVX512_BF16), which round x to bf16 and sum the exact
     bf16 products in f32 (~2x the prefill speed, a lighter decode GEMV; the MoE router and experts and the encoders stay f32); "f32" keeps every product in f32 (exact to
-    transformers run in f32 on the same / dequantized weights; the oracle tests use it).
+    transformers run in f32 on the same / dequantized weights; the oracle tests use it). "fast" is "auto"
+    plus 8-bit activations (dx = max|x_g| / 127, as llama.cpp) in the decode GEMV with 4-bit weights on
+    AVX-512 VNNI: faster 4-bit decode, each input moved by up to 2^-8 of its group's largest (README:
+    precision policy).
     """
     from .io import open_checkpoint
     from .models.gemma4.weights import text_prefix
@@ -468,8 +472,8 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
         raise InputError(f"load: quantize must be None, 'q8' or 'q4', got {quantize!r}")
     if isinstance(group_size, bool) or group_size not in (32, 64, 128):
         raise InputError(f"load: group_size must be 32, 64 or 128, got {group_size!r}")
-    if precision not in ("auto", "f32"):
-        raise InputError(f"load: precision must be 'auto' or 'f32', got {precision!r}")
+    if precision not in ("auto", "fast", "f32"):
+        raise InputError(f"load: precision must be 'auto', 'fast' or 'f32', got {precision!r}")
     # Memory bounds before anything is allocated: a max_context whose KV cache does not fit is refused
     # with the numbers; without one, the longest that fits (markbase/memory.py).
     from .memory import choose_max_context, plan_for
@@ -483,7 +487,7 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
         _preload(ckpt, sorted(n for n in ckpt.keys() if n.startswith(prefix) and "embed_tokens_per_layer" not in n),
                  progress)
     core = _core.gemma4.Model.load(path, device, max_context, prefill_chunk, _QUANTIZE_BITS[quantize], group_size,
-                                   precision == "auto")
+                                   precision in ("auto", "fast"), precision == "fast")
     model = Model(path, core, report)
     model._memory_plan = plan
     return model

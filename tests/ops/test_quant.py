@@ -184,16 +184,17 @@ def test_bad_input(call, match):
         call(q.numpy(), s.numpy(), b.numpy(), x)
 
 
-def x16_product_np(x, deq, s, b, group_size, sdtype):
+def x16_product_np(x, deq, s, b, group_size, sdtype, qmax=32767):
     """What the int16-activation decode kernel computes, in float64 from its f32 roundings: per group
-    dx = max|x| / 32767, x16 = rint(x / dx) (f32 math), out = Σ_g s·dx·Σ q·x16 + b·Σ x."""
+    dx = max|x| / 32767, x16 = rint(x / dx) (f32 math), out = Σ_g s·dx·Σ q·x16 + b·Σ x. qmax=127: the
+    int8-activation kernel's x8."""
     M, K = x.shape
     G = K // group_size
     xg = x.reshape(M, G, group_size)
     amax = np.abs(xg).max(-1)
-    dx = (amax / np.float32(32767)).astype(np.float32)
-    inv = np.where(amax > 0, np.float32(32767) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
-    x16 = np.clip(np.rint(xg * inv[..., None]), -32767, 32767)  # [M, G, gs]
+    dx = (amax / np.float32(qmax)).astype(np.float32)
+    inv = np.where(amax > 0, np.float32(qmax) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+    x16 = np.clip(np.rint(xg * inv[..., None]), -qmax, qmax)  # [M, G, gs]
     sv, bv = as_np(s, sdtype).astype(np.float64), as_np(b, sdtype).astype(np.float64)  # [N, G]
     sq = deq - np.repeat(bv, group_size, axis=1)  # s·q [N, K]
     qx = np.einsum("mgj,ngj->mng", x16, sq.reshape(-1, G, group_size))  # Σ s·q·x16 per group
@@ -260,6 +261,41 @@ def test_linear_quantized_x16_byte_kernel(M, N, K, bits, group_size, sdtype):
     check_close(lanes, want16, S, K, what + " (16-bit lanes)")
 
 
+def _x8_kernel_runs(M, bits):
+    """Whether int8_activations reaches the 8-bit-activation kernel: decode rows (<= 8) with 4-bit weights on
+    AVX-512 VNNI. Elsewhere it means int16_activations."""
+    return ops._quant_gemv_simd() == "avx512-vnni" and M <= 8 and bits == 4
+
+
+def _want_int8_activations(x, deq, s, b, bits, group_size, sdtype):
+    """The product int8_activations must compute on this CPU: x8's, else x16's, else f32's."""
+    M = x.shape[0]
+    if _x8_kernel_runs(M, bits):
+        return x16_product_np(x, deq, s, b, group_size, sdtype, qmax=127)[0]
+    if _x16_kernel_runs(M):
+        return x16_product_np(x, deq, s, b, group_size, sdtype)[0]
+    return x.astype(np.float64) @ deq.T
+
+
+@pytest.mark.parametrize("sdtype", ["bf16", "f32"])
+@pytest.mark.parametrize("M,N,K,bits,group_size", BYTE_GRID + [(12, 9, 256, 4, 64)])
+def test_linear_quantized_int8_activations(M, N, K, bits, group_size, sdtype):
+    """int8_activations (precision="fast"): the decode rows with 4-bit weights on AVX-512 VNNI compute the exact
+    8-bit-rounded product (x8 = rint(x / dx), dx = max|x_g| / 127) to f32 rounding — a kernel that took x16
+    instead differs by ~2^-8 relative, far more — and that product lies within Σ_g max|x_g|·2^-8·Σ|s·q| of the
+    true one. 8-bit weights, prefill rows (12) and other CPUs take the 16-bit (or f32) product instead."""
+    x, (q, s, b), deq, S = make_case(M, N, K, bits, group_size, sdtype, seed=M * 17 + N + K + bits)
+    got = ops.linear_quantized(x, q, s, b, bits=bits, group_size=group_size, int8_activations=True)
+    want = _want_int8_activations(x, deq, s, b, bits, group_size, sdtype)
+    check_close(got, want, S, K, f"int8 M{M} N{N} K{K} q{bits} g{group_size} {sdtype}")
+    if _x8_kernel_runs(M, bits):
+        amax = np.abs(x.reshape(M, -1, group_size)).max(-1)
+        sq = np.abs(deq - np.repeat(as_np(b, sdtype), group_size, axis=1)).reshape(N, K // group_size, group_size)
+        rounding = 2.0**-8 * (1 + 2**-10) * (amax @ sq.sum(-1).T)  # [M, N]
+        exact = x.astype(np.float64) @ deq.T
+        assert (np.abs(want - exact) <= rounding + 8 * np.sqrt(K + 1) * U32 * S).all()
+
+
 def test_linear_quantized_x16_byte_kernel_extremes():
     """Every x16 at ±32767 (each group's largest and the values that split into hi = ±127 / lo = 255) and
     8-bit q at 0 and 255 in alternation: the byte sums are exact integers, so the result matches the
@@ -280,6 +316,9 @@ def test_linear_quantized_x16_byte_kernel_extremes():
         finally:
             ops._set_quant_gemv_bytes(-1)
         check_close(got, want16, S, K, f"extremes q{bits}")
+        # x8 at ±127 against 4-bit q at 0 and 15: the same exactness with 8-bit activations
+        got8 = ops.linear_quantized(x, q, s, b, bits=bits, group_size=64, int8_activations=True)
+        check_close(got8, _want_int8_activations(x, deq, s, b, bits, 64, "f32"), S, K, f"extremes x8 q{bits}")
 
 
 def test_linear_quantized_int16_activations_gemm_non_finite():
@@ -298,9 +337,11 @@ def test_linear_quantized_int16_activations_gemm_non_finite():
         np.testing.assert_array_equal(got[np.arange(M) != 5], f32[np.arange(M) != 5])
 
 
-def test_linear_quantized_int16_activations_edge_rows():
+@pytest.mark.parametrize("flag,step", [("int16_activations", 2.0**-16), ("int8_activations", 2.0**-8)])
+def test_linear_quantized_int16_activations_edge_rows(flag, step):
     """A zero group (dx = 0), huge, tiny and near-underflow magnitudes, and a NaN row: the 16-bit path stays finite where x is
-    and lets a NaN through (it falls back to the f32 kernels), never turns it into a number."""
+    and lets a NaN through (it falls back to the f32 kernels), never turns it into a number. The same with 8-bit
+    activations. Each result within its rounding bound Σ_g step·max|x_g|·Σ_{k∈g}|s·q| (+ f32 noise)."""
     K, N = 128, 16
     x = rng(5).normal(size=(3, K)).astype(np.float32)
     x[0, :64] = 0
@@ -311,12 +352,17 @@ def test_linear_quantized_int16_activations_edge_rows():
     w = (rng(6).normal(size=(N, K)) * 0.5).astype(np.float32)
     q, s, b = ops.quantize(w, bits=4, group_size=64, scale_dtype="f32")
     deq = ops.dequantize(q, s, b, bits=4, group_size=64).numpy().astype(np.float64)
-    got = ops.linear_quantized(x, q, s, b, bits=4, group_size=64, int16_activations=True).numpy()
+    got = ops.linear_quantized(x, q, s, b, bits=4, group_size=64, **{flag: True}).numpy()
     want = x.astype(np.float64) @ deq.T
     assert np.isfinite(got).all()
-    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max(axis=1, keepdims=True).min())
+    amax = np.abs(x.astype(np.float64)).reshape(3, 2, 64).max(-1)  # [M, G]
+    sq = np.abs(deq - np.repeat(b.numpy().astype(np.float64), 64, axis=1)).reshape(N, 2, 64).sum(-1)  # [N, G]
+    S = np.abs(x.astype(np.float64)) @ np.abs(deq).T
+    # (+ a subnormal dx's own rounding, 2^-149 absolute, times Σ|q·xq| ≤ (1/step)·Σ|s·q|: the 1e-37 row)
+    bound = step * (1 + 2**-10) * (amax @ sq.T) + sq.sum(-1) / step * 2.0**-149 + 8 * np.sqrt(K + 1) * U32 * S
+    assert (np.abs(got - want) <= bound).all()
     x[2, 7] = np.nan
-    got = ops.linear_quantized(x, q, s, b, bits=4, group_size=64, int16_activations=True).numpy()
+    got = ops.linear_quantized(x, q, s, b, bits=4, group_size=64, **{flag: True}).numpy()
     assert np.isnan(got[2]).all() and np.isfinite(got[:2]).all()
 
 

@@ -30,8 +30,8 @@ class CpuBackend final : public Backend {
     ref_ ? cpu::linear_gathered_ref(x, w, ids, out) : cpu::linear_gathered_fast(x, w, ids, out);
   }
   void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
-                        bool int16_activations) const override {
-    ref_ ? cpu::linear_quantized_ref(x, w, bias, out) : cpu::linear_quantized_fast(x, w, bias, out, int16_activations);
+                        int activation_bits) const override {
+    ref_ ? cpu::linear_quantized_ref(x, w, bias, out) : cpu::linear_quantized_fast(x, w, bias, out, activation_bits);
   }
   void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const override {
     cpu::embedding_quantized(table, ids, out, scale);  // a gather: one kernel serves as reference and fast

@@ -324,7 +324,12 @@ MB_AVX512_TARGET void gemv_rows_avx512_x16(const GemvArgs& a, const ST* s, const
 // x row rounded for the x16 kernels: per group dx = max|x| / 32767 and x16 = rint(x / dx) in ±32767
 // (4-bit: even columns first, then odd, the nibble order). False when x holds a NaN or infinity:
 // then the f32 kernel runs and the non-finite value reaches the output as it should.
-bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx) {
+namespace {
+
+// round_x16 / round_x8: per group dx = max|x| / kMax, xq = rint(x / dx) in ±kMax.
+template <class T, int kMax>
+bool round_xq(const float* x, int64_t K, int gs, bool deinterleave, T* xq, float* dx) {
+  constexpr float qmax = float(kMax);
   for (int64_t g = 0; g < K / gs; ++g) {
     const float* xg = x + g * gs;
     float amax = 0.f;
@@ -335,18 +340,28 @@ bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x1
       amax = std::max(amax, a);
     }
     if (!std::isfinite(amax)) return false;
-    dx[g] = amax / 32767.f;
-    const float inv = amax > 0.f ? 32767.f / amax : 0.f;
-    // For amax below ~1e-34, 32767 / amax overflows a float (0 * inf would be NaN): that group scales in double.
-    const double inv_tiny = std::isinf(inv) ? 32767.0 / double(amax) : 0.0;
+    dx[g] = amax / qmax;
+    const float inv = amax > 0.f ? qmax / amax : 0.f;
+    // For amax below ~1e-34, kMax / amax overflows a float (0 * inf would be NaN): that group scales in double.
+    const double inv_tiny = std::isinf(inv) ? double(kMax) / double(amax) : 0.0;
     for (int j = 0; j < gs; ++j) {
       const int64_t k = g * gs + j;
       const int64_t at = deinterleave ? (k & 1) * (K / 2) + k / 2 : k;
       const float scaled = std::isinf(inv) ? float(double(xg[j]) * inv_tiny) : xg[j] * inv;
-      x16[at] = int16_t(std::clamp(std::nearbyint(scaled), -32767.f, 32767.f));
+      xq[at] = T(std::clamp(std::nearbyint(scaled), -qmax, qmax));
     }
   }
   return true;
+}
+
+}  // namespace
+
+bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx) {
+  return round_xq<int16_t, 32767>(x, K, gs, deinterleave, x16, dx);
+}
+
+bool round_x8(const float* x, int64_t K, int gs, bool deinterleave, int8_t* x8, float* dx) {
+  return round_xq<int8_t, 127>(x, K, gs, deinterleave, x8, dx);
 }
 
 
@@ -510,7 +525,7 @@ void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const 
 }
 
 void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
-                           bool int16_activations) {
+                           int activation_bits) {
   const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = w.rows();
   if (M == 0 || N == 0) return;
   const float* X = x.data_as<const float>();
@@ -523,8 +538,11 @@ void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const
     for (int64_t n = 0; n < N; ++n) bbuf[size_t(n)] = bias_at(bias, n);
     return bbuf.data();
   };
-  if (M <= 8 && int16_activations && quant_gemv_bytes_enabled() && gemv_quantized_x16_bytes(M, X, w, bias_f32(), Y))
+  // 8-bit x only from bytes; the 16-bit kernels serve it everywhere else.
+  if (M <= 8 && activation_bits && (activation_bits == 8 || quant_gemv_bytes_enabled()) &&
+      gemv_quantized_bytes(M, X, w, bias_f32(), Y, activation_bits))
     return;
+  const bool int16_activations = activation_bits != 0;
   if (M > 8) {  // (up to 8 rows, a batched decode step: the GEMV, each row group re-reading blocks from L2)
     const float* bf = bias_f32();
     if (int16_activations && gemm_quantized_x16(M, X, w, bf, Y)) return;

@@ -8,21 +8,26 @@ namespace mb::cpu {
 // One f32 accumulator per output, k in order, each weight dequantized as s·q + b before its product.
 void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out);
 // M <= 8 rows (decode, batched decode): threads over blocks of weight rows, each row read once; per group
-// s·Σ q·x + b·Σ x (AVX2: bytes widened to f32 in registers; with int16_activations, x rounded to 16-bit
-// per group and Σ q·x in int32, see ops/quant.h). More rows: the blocked GEMM (gemm.h) with the weight
-// panels dequantized as they are packed, f32 whatever int16_activations says.
+// s·Σ q·x + b·Σ x (AVX2: bytes widened to f32 in registers; with activation_bits 16 or 8, x rounded to
+// 16-bit per group and Σ q·x in int32, see ops/quant.h; 8 (4-bit weights) takes 8-bit x on AVX-512 VNNI).
+// More rows: the
+// blocked GEMM (gemm.h) with the weight panels dequantized as they are packed, or on AVX-512 VNNI with
+// activation_bits 16 or 8, gemm_quantized_x16.
 void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
-                           bool int16_activations);
+                           int activation_bits);
 // M > 8 rows on AVX-512 VNNI with int16_activations (backend/cpu/quant_gemm.cpp): x rounded per group as in
 // the decode kernel, Σ q·x16 exact in int32 (vpdpwssd), s·dx·Σ + b·Σx per group in f32. False (nothing
 // written) when it does not apply: no VNNI, a group size other than 32 / 64 / 128, or a non-finite x.
 bool gemm_quantized_x16(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y);
 
-// M <= 8 rows on AVX-512 VNNI with int16_activations (backend/cpu/quant_gemv_vnni.cpp): the same exact
-// Σ q·x16 per group, from x16 split into bytes (vpdpbusd), each thread reading its rows in order. False
-// (nothing written) when it does not apply: no VNNI, a group size other than 32 / 64 / 128, a non-finite x.
-bool gemv_quantized_x16_bytes(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y);
-// Whether the decode GEMV takes gemv_quantized_x16_bytes (default on with VNNI; MARKBASE_QGEMV_BYTES=0 keeps
+// M <= 8 rows on AVX-512 VNNI (backend/cpu/quant_gemv_vnni.cpp), x rounded per group to x_bits 16 or 8
+// (8: 4-bit weights only):
+// the exact Σ q·xq per group from bytes (vpdpbusd; x16 split into two bytes, x8 as it is), each thread
+// reading its rows in order. False (nothing written) when it does not apply: no VNNI, a group size other
+// than 32 / 64 / 128, a non-finite x.
+bool gemv_quantized_bytes(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y,
+                          int x_bits);
+// Whether the decode GEMV with 16-bit x takes gemv_quantized_bytes (default on with VNNI; MARKBASE_QGEMV_BYTES=0 keeps
 // the 16-bit-lane kernels); set_quant_gemv_bytes(0 / 1 / -1 = back to the environment) for tests and A/B runs.
 bool quant_gemv_bytes_enabled();
 void set_quant_gemv_bytes(int mode);
@@ -39,5 +44,7 @@ void dequantize_row_fast(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, i
 // x row rounded for the 16-bit kernels: per group dx = max|x| / 32767 and x16 = rint(x / dx) in ±32767
 // (deinterleave: even columns first, then odd, the 4-bit GEMV's nibble order). False for a NaN / infinity.
 bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx);
+// The same with 8-bit integers: dx = max|x| / 127, x8 = rint(x / dx) in ±127.
+bool round_x8(const float* x, int64_t K, int gs, bool deinterleave, int8_t* x8, float* dx);
 
 }  // namespace mb::cpu

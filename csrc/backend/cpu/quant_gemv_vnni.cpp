@@ -7,7 +7,8 @@
 //   4-bit q (0..15 fits either side):  Σ q·x16 = 256·Σ q·hi [q unsigned] + Σ lo·q [q signed]
 //   8-bit q (0..255):                  Σ q·lo  = Σ lo·(q − 128) + 128·Σ lo   (q − 128 = q xor 0x80, signed)
 // Every sum is exact in int32 (|256·Σ q·hi| ≤ 256·255·128·128 < 2³¹ for a group of 128), so a row's result is
-// the x16 kernels' up to the order of the f32 sum over groups. No byte is widened (the 16-bit kernels spend
+// the x16 kernels' up to the order of the f32 sum over groups. With 8-bit activations (round_x8, int8_activations)
+// (4-bit weights only) x8 takes hi's place and there is no lo: Σ q·x8 in two vpdpbusd per 128 weights. No byte is widened (the 16-bit kernels spend
 // a cross-lane widen per 32 weights, which made 4-bit decode compute-bound on Zen 4), and each thread reads
 // its weight rows in order: one sequential stream of q, one of scales, one of biases.
 #include <algorithm>
@@ -31,19 +32,24 @@ constexpr int64_t kBlockBytes = 192 << 10; // weight bytes a thread claims at a 
 
 // One x row's activations as the kernel reads them (4-bit: even columns, then odd, the nibble order).
 struct XRow {
-  const uint8_t* lo;    // [K + kStep] low bytes of x16 (zero past K)
-  const int8_t* hi;     // [K + kStep] x16 >> 8
+  const uint8_t* lo;    // [K + kStep] low bytes of x16 (zero past K); null for x8
+  const int8_t* hi;     // [K + kStep] x16 >> 8, or x8
   const float* dx;      // [G] x ≈ dx[g]·x16 in group g
   const float* xsum;    // [G] Σ x per group (f32, k in order), the biases' factor
-  const int32_t* corr;  // 8-bit: [steps·16] 128·Σ lo of group g in the lane where g starts; 0 elsewhere
+  const int32_t* corr;  // 8-bit x16: [steps·16] 128·Σ lo of group g in the lane where g starts; 0 elsewhere
 };
 
-// Rounds x [K] (round_x16) and splits it for the kernel; false for a NaN / infinity (nothing usable).
-bool prepare_x(const float* x, int64_t K, int gs, int bits, int16_t* x16, uint8_t* lo, int8_t* hi, float* dx,
-               float* xsum, int32_t* corr) {
-  if (!round_x16(x, K, gs, bits == 4, x16, dx)) return false;
-  for (int64_t k = 0; k < K; ++k) lo[k] = uint8_t(uint16_t(x16[k]) & 0xFF), hi[k] = int8_t(x16[k] >> 8);
-  std::fill(lo + K, lo + K + kStep, uint8_t(0));
+// Rounds x [K] (round_x16, or round_x8 into hi) and splits it for the kernel; false for a NaN / infinity
+// (nothing usable).
+bool prepare_x(const float* x, int64_t K, int gs, int bits, int x_bits, int16_t* x16, uint8_t* lo, int8_t* hi,
+               float* dx, float* xsum, int32_t* corr) {
+  if (x_bits == 8) {
+    if (!round_x8(x, K, gs, bits == 4, hi, dx)) return false;
+  } else {
+    if (!round_x16(x, K, gs, bits == 4, x16, dx)) return false;
+    for (int64_t k = 0; k < K; ++k) lo[k] = uint8_t(uint16_t(x16[k]) & 0xFF), hi[k] = int8_t(x16[k] >> 8);
+    std::fill(lo + K, lo + K + kStep, uint8_t(0));
+  }
   std::fill(hi + K, hi + K + kStep, int8_t(0));
   const int64_t G = K / gs;
   for (int64_t g = 0; g < G; ++g) {
@@ -51,7 +57,7 @@ bool prepare_x(const float* x, int64_t K, int gs, int bits, int16_t* x16, uint8_
     for (int j = 0; j < gs; ++j) acc += x[g * gs + j];
     xsum[g] = acc;
   }
-  if (bits == 8) {
+  if (bits == 8 && x_bits == 16) {
     const int64_t steps = (K + kStep - 1) / kStep;
     std::fill(corr, corr + steps * 16, 0);
     for (int64_t g = 0; g < G; ++g) {
@@ -69,38 +75,48 @@ MB_AVX512_TARGET inline __m512i load_step(const void* p, __mmask64 mask) {
   else return _mm512_loadu_si512(p);
 }
 
-// 8-bit: 128·Σ lo of the groups starting in the step at byte o (lanes where they start), else 0.
-template <int BITS>
+// 8-bit x16: 128·Σ lo of the groups starting in the step at byte o (lanes where they start), else 0.
+template <int BITS, bool kX8>
 MB_AVX512_TARGET inline __m512i group_start(const XRow& x, int64_t o) {
-  if constexpr (BITS == 8) return _mm512_loadu_si512(x.corr + (o / kStep) * 16);
+  if constexpr (BITS == 8 && !kX8) return _mm512_loadu_si512(x.corr + (o / kStep) * 16);
   else return _mm512_setzero_si512();
 }
 
-// The f32 value of the step's exact sums Σ q·x16 = 256·Σ q·hi + Σ lo·q.
+// The f32 value of the step's exact sums Σ q·x16 = 256·Σ q·hi + Σ lo·q (x8: Σ q·x8, in dh).
+template <bool kX8>
 MB_AVX512_TARGET inline __m512 sum_of(__m512i dl, __m512i dh) {
-  return _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(dh, 8), dl));
+  if constexpr (kX8) return _mm512_cvtepi32_ps(dh);
+  else return _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(dh, 8), dl));
 }
 
-// The step's x bytes at byte o of the row: lo, hi (4-bit: of the even columns, then of the odd ones).
-template <int BITS, bool kTail>
+// The step's x bytes at byte o of the row: lo, hi (4-bit: of the even columns, then of the odd ones); x8
+// only the hi slots.
+template <int BITS, bool kTail, bool kX8>
 MB_AVX512_TARGET inline void load_x(const XRow& x, int64_t half, int64_t o, __mmask64 mask, __m512i (&xv)[4]) {
-  xv[0] = load_step<kTail>(x.lo + o, mask), xv[1] = load_step<kTail>(x.hi + o, mask);
-  if constexpr (BITS == 4) xv[2] = load_step<kTail>(x.lo + half + o, mask), xv[3] = load_step<kTail>(x.hi + half + o, mask);
+  xv[1] = load_step<kTail>(x.hi + o, mask);
+  if constexpr (BITS == 4) xv[3] = load_step<kTail>(x.hi + half + o, mask);
+  if constexpr (!kX8) {
+    xv[0] = load_step<kTail>(x.lo + o, mask);
+    if constexpr (BITS == 4) xv[2] = load_step<kTail>(x.lo + half + o, mask);
+  }
 }
 
 // The int32 lanes of one step of one row (bytes [o, o + 64) of q, masked in the tail), added into dl (Σ lo·q)
-// and dh (Σ q·hi).
-template <int BITS, bool kTail>
+// and dh (Σ q·hi, or Σ q·x8).
+template <int BITS, bool kTail, bool kX8>
 MB_AVX512_TARGET inline void step(const uint8_t* q, const __m512i (&xv)[4], __mmask64 mask, __m512i& dl, __m512i& dh) {
   const __m512i v = load_step<kTail>(q, mask);
   if constexpr (BITS == 8) {
+    static_assert(!kX8, "8-bit activations serve 4-bit weights only");
     dl = _mm512_dpbusd_epi32(dl, xv[0], _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80))));
     dh = _mm512_dpbusd_epi32(dh, v, xv[1]);
   } else {  // byte o holds column 2o in its low nibble (x at o) and 2o + 1 in its high one (x at K/2 + o)
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const __m512i qe = _mm512_and_si512(v, low4), qo = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-    dl = _mm512_dpbusd_epi32(dl, xv[0], qe);
-    dl = _mm512_dpbusd_epi32(dl, xv[2], qo);
+    if constexpr (!kX8) {
+      dl = _mm512_dpbusd_epi32(dl, xv[0], qe);
+      dl = _mm512_dpbusd_epi32(dl, xv[2], qo);
+    }
     dh = _mm512_dpbusd_epi32(dh, qe, xv[1]);
     dh = _mm512_dpbusd_epi32(dh, qo, xv[3]);
   }
@@ -112,7 +128,7 @@ MB_AVX512_TARGET inline void prefetch_ahead(const uint8_t* p) { _mm_prefetch(rei
 // R consecutive weight rows (q: the first, row_bytes apart; s, b: G apart) against one x row:
 // out[r] = Σ_g s[r,g]·dx[g]·Σ_{k∈g} q·x16 + b[r,g]·Σ_{k∈g} x. sdx: scratch [R][G + 16]. The x bytes of a step
 // are loaded once for the R rows, whose accumulators are independent chains.
-template <int R, int BITS, int GS, class ST>
+template <int R, int BITS, int GS, bool kX8, class ST>
 MB_AVX512_TARGET void tile_dot(const uint8_t* q, int64_t row_bytes, const ST* s, const ST* b, const XRow& x, int64_t K,
                                float* sdx, float* out) {
   constexpr int64_t kGroupBytes = GS * BITS / 8;
@@ -132,29 +148,29 @@ MB_AVX512_TARGET void tile_dot(const uint8_t* q, int64_t row_bytes, const ST* s,
     for (int64_t g = 0; g < G; ++g) {
       const int64_t o0 = g * kGroupBytes;
       __m512i dl[R], dh[R];
-      for (int r = 0; r < R; ++r) dl[r] = group_start<BITS>(x, o0), dh[r] = _mm512_setzero_si512();
+      for (int r = 0; r < R; ++r) dl[r] = group_start<BITS, kX8>(x, o0), dh[r] = _mm512_setzero_si512();
       for (int64_t o = o0; o < o0 + kGroupBytes; o += kStep) {
-        load_x<BITS, false>(x, half, o, 0, xv);
+        load_x<BITS, false, kX8>(x, half, o, 0, xv);
         for (int r = 0; r < R; ++r) {
           prefetch_ahead(q + (R + r) * row_bytes + o);
-          step<BITS, false>(q + r * row_bytes + o, xv, 0, dl[r], dh[r]);
+          step<BITS, false, kX8>(q + r * row_bytes + o, xv, 0, dl[r], dh[r]);
         }
       }
       for (int r = 0; r < R; ++r)
-        acc[r] = _mm512_fmadd_ps(sum_of(dl[r], dh[r]), _mm512_set1_ps(sdx[r * sdx_stride + g]), acc[r]);
+        acc[r] = _mm512_fmadd_ps(sum_of<kX8>(dl[r], dh[r]), _mm512_set1_ps(sdx[r * sdx_stride + g]), acc[r]);
     }
   } else {  // a step holds 64 / kGroupBytes groups, 16 / that lanes each
     constexpr int kLaneShift = kGroupBytes == 32 ? 3 : kGroupBytes == 16 ? 2 : 1;
     const __m512i lane_group = _mm512_srli_epi32(
         _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), kLaneShift);
     auto one_step = [&]<bool kTail>(int64_t o, __mmask64 mask) MB_AVX512_TARGET {
-      load_x<BITS, kTail>(x, half, o, mask, xv);
+      load_x<BITS, kTail, kX8>(x, half, o, mask, xv);
       for (int r = 0; r < R; ++r) {
         prefetch_ahead(q + (R + r) * row_bytes + o);
-        __m512i dl = group_start<BITS>(x, o), dh = _mm512_setzero_si512();
-        step<BITS, kTail>(q + r * row_bytes + o, xv, mask, dl, dh);
+        __m512i dl = group_start<BITS, kX8>(x, o), dh = _mm512_setzero_si512();
+        step<BITS, kTail, kX8>(q + r * row_bytes + o, xv, mask, dl, dh);
         const __m512 sv = _mm512_permutexvar_ps(lane_group, _mm512_loadu_ps(sdx + r * sdx_stride + o / kGroupBytes));
-        acc[r] = _mm512_fmadd_ps(sum_of(dl, dh), sv, acc[r]);
+        acc[r] = _mm512_fmadd_ps(sum_of<kX8>(dl, dh), sv, acc[r]);
       }
     };
     int64_t o = 0;
@@ -167,7 +183,7 @@ MB_AVX512_TARGET void tile_dot(const uint8_t* q, int64_t row_bytes, const ST* s,
 
 constexpr int kTileRows = 4;
 
-template <int BITS, int GS, class ST>
+template <int BITS, int GS, bool kX8, class ST>
 void gemv_rows(int64_t M, const XRow* xs, const ops::QuantizedMatrix& w, const float* bias, float* Y) {
   const int64_t N = w.rows(), K = w.cols(), G = K / GS, row_bytes = w.q.size(1);
   const uint8_t* q = w.q.data_as<const uint8_t>();
@@ -186,7 +202,7 @@ void gemv_rows(int64_t M, const XRow* xs, const ops::QuantizedMatrix& w, const f
     float res[kTileRows];
     auto run = [&]<int R>(int64_t n) {
       for (int64_t m = 0; m < M; ++m) {
-        tile_dot<R, BITS, GS, ST>(q + n * row_bytes, row_bytes, scales + n * G, biases + n * G, xs[m], K,
+        tile_dot<R, BITS, GS, kX8, ST>(q + n * row_bytes, row_bytes, scales + n * G, biases + n * G, xs[m], K,
                                   sdx.data(), res);
         for (int r = 0; r < R; ++r) Y[m * N + n + r] = res[r] + (bias ? bias[n + r] : 0.f);
       }
@@ -217,11 +233,12 @@ bool quant_gemv_bytes_enabled() {
   return cpu_has_avx512_vnni() && (mode < 0 ? by_default : mode == 1);
 }
 
-bool gemv_quantized_x16_bytes(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias,
-                              float* Y) {
+bool gemv_quantized_bytes(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y,
+                          int x_bits) {
   const int gs = w.group_size, bits = w.bits;
   const int64_t N = w.rows(), K = w.cols();
-  if (!cpu_has_avx512_vnni() || (gs != 32 && gs != 64 && gs != 128) || M <= 0 || M > 8 || N <= 0 || K <= 0)
+  if (!cpu_has_avx512_vnni() || (gs != 32 && gs != 64 && gs != 128) || M <= 0 || M > 8 || N <= 0 || K <= 0 ||
+      (x_bits != 8 && x_bits != 16) || (x_bits == 8 && bits != 4))
     return false;
   const int64_t G = K / gs, steps = (K * bits / 8 + kStep - 1) / kStep, padded = K + kStep;
   thread_local std::vector<int16_t> x16;
@@ -230,7 +247,7 @@ bool gemv_quantized_x16_bytes(int64_t M, const float* X, const ops::QuantizedMat
   thread_local std::vector<float> dx, xsum;
   thread_local std::vector<int32_t> corr;
   x16.resize(size_t(K));
-  lo.resize(size_t(M * padded));
+  lo.resize(size_t(M * padded));  // (unused with x8)
   hi.resize(size_t(M * padded));
   dx.resize(size_t(M * G));
   xsum.resize(size_t(M * G));
@@ -241,12 +258,17 @@ bool gemv_quantized_x16_bytes(int64_t M, const float* X, const ops::QuantizedMat
     int8_t* hi_m = hi.data() + m * padded;
     float *dx_m = dx.data() + m * G, *xsum_m = xsum.data() + m * G;
     int32_t* corr_m = corr.data() + m * steps * 16;
-    if (!prepare_x(X + m * K, K, gs, bits, x16.data(), lo_m, hi_m, dx_m, xsum_m, corr_m)) return false;
+    if (!prepare_x(X + m * K, K, gs, bits, x_bits, x16.data(), lo_m, hi_m, dx_m, xsum_m, corr_m)) return false;
     xs[m] = {lo_m, hi_m, dx_m, xsum_m, corr_m};
   }
   dispatch_float(w.scales.dtype(), [&](auto tag) {
     using ST = decltype(tag);
-    auto run = [&]<int BITS, int GS>() { gemv_rows<BITS, GS, ST>(M, xs, w, bias, Y); };
+    auto run = [&]<int BITS, int GS>() {
+      if constexpr (BITS == 4) {
+        if (x_bits == 8) return gemv_rows<BITS, GS, true, ST>(M, xs, w, bias, Y);
+      }
+      gemv_rows<BITS, GS, false, ST>(M, xs, w, bias, Y);
+    };
     if (bits == 8) {
       if (gs == 32) run.template operator()<8, 32>();
       else if (gs == 64) run.template operator()<8, 64>();
@@ -264,7 +286,7 @@ bool gemv_quantized_x16_bytes(int64_t M, const float* X, const ops::QuantizedMat
 
 void set_quant_gemv_bytes(int) {}
 bool quant_gemv_bytes_enabled() { return false; }
-bool gemv_quantized_x16_bytes(int64_t, const float*, const ops::QuantizedMatrix&, const float*, float*) {
+bool gemv_quantized_bytes(int64_t, const float*, const ops::QuantizedMatrix&, const float*, float*, int) {
   return false;
 }
 

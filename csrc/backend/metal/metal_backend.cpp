@@ -51,9 +51,9 @@ class MetalBackend final : public Backend {
   void topk(const Tensor& x, int64_t k, Tensor& values, Tensor& indices) const override {
     metal::topk(L(), x, k, values, indices);
   }
-  // Always f32 products (int16_activations is a permission, and the GPU's GEMV is not compute-bound).
+  // Always f32 products (activation_bits is a permission, and the GPU's GEMV is not compute-bound).
   void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
-                        bool) const override {
+                        int) const override {
     metal::linear_quantized(L(), x, w, bias, out);
   }
   void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const override {

@@ -33,8 +33,8 @@ class ToyBackend final : public Backend {
     cpu("linear_gathered").linear_gathered(x, w, ids, out);
   }
   void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
-                        bool int16_activations) const override {
-    cpu("linear_quantized").linear_quantized(x, w, bias, out, int16_activations);
+                        int activation_bits) const override {
+    cpu("linear_quantized").linear_quantized(x, w, bias, out, activation_bits);
   }
   void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const override {
     cpu("embedding_quantized").embedding_quantized(table, ids, out, scale);
