@@ -23,7 +23,8 @@ def run_python(code, env_extra=None, args=None):
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(mb.__file__)))
     env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("MARKBASE_NUM_THREADS", None)
-    env.update(env_extra or {})
+    for name, value in (env_extra or {}).items():  # None: unset
+        env.pop(name, None) if value is None else env.__setitem__(name, value)
     cmd = [sys.executable] + (args if args is not None else ["-c", code])
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
 
@@ -334,6 +335,53 @@ def test_read_only_stays_read_only():
     bits.flags.writeable = False
     assert not mb.Tensor(bits, dtype="bf16").writable
     np.testing.assert_array_equal(a, np.arange(12, dtype=np.float32).reshape(3, 4))
+
+
+# ----------------------------------------------------------------------------------------- huge pages
+
+MiB = 1 << 20
+
+
+def vm_flags_at(address):
+    """The VmFlags of the mapping holding `address` in /proc/self/smaps ("hg": advised for huge pages)."""
+    inside = False
+    for line in open("/proc/self/smaps", encoding="ascii", errors="replace"):
+        head = line.split(" ", 1)[0]
+        if "-" in head and ":" not in head:
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and line.startswith("VmFlags:"):
+            return line.split()[1:]
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="transparent huge pages are a Linux feature")
+def test_large_host_blocks_ask_for_huge_pages():
+    """Blocks of 4 MiB or more start on a 2 MiB boundary and carry MADV_HUGEPAGE (smaps "hg"); smaller
+    blocks and _set_huge_pages(0) keep plain 64-byte aligned memory."""
+    try:
+        _core._set_huge_pages(1)
+        big = _core.Tensor.zeros([4 * MiB + 64], "u8")
+        assert big.data_ptr() % (2 * MiB) == 0, f"a 4 MiB block at {big.data_ptr():#x} is not 2 MiB aligned"
+        assert "hg" in vm_flags_at(big.data_ptr()), "the block was not advised for huge pages"
+        assert "hg" in vm_flags_at(big.data_ptr() + 4 * MiB - 1), "the advice must cover every whole 2 MiB page"
+        assert "hg" not in vm_flags_at(big.data_ptr() + 4 * MiB), "the tail past the last whole 2 MiB page is advised"
+        # Below the threshold, and with huge pages off: no block of several is 2 MiB aligned or advised.
+        for mode, size in [(1, 4 * MiB - 64), (0, 4 * MiB + 64), (0, 64 * MiB)]:
+            _core._set_huge_pages(mode)
+            blocks = [_core.Tensor.zeros([size], "u8") for _ in range(4)]
+            assert all(b.data_ptr() % 64 == 0 for b in blocks)
+            assert any(b.data_ptr() % (2 * MiB) for b in blocks), f"huge pages {mode}, {size} bytes: 2 MiB aligned"
+            assert not any("hg" in vm_flags_at(b.data_ptr()) for b in blocks), f"huge pages {mode}, {size} bytes"
+    finally:
+        _core._set_huge_pages(-1)
+
+
+@pytest.mark.parametrize("value, expected", [("0", False), ("off", False), ("1", True), (None, True)])
+def test_huge_pages_env(value, expected):
+    r = run_python("from markbase import _core; print(_core._huge_pages())", env_extra={"MARKBASE_HUGEPAGES": value})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(expected)
 
 
 # --------------------------------------------------------------------------------------------- arena

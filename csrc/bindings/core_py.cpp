@@ -15,6 +15,7 @@
 #include "bindings/tensor_py.h"
 #include "core/arena.h"
 #include "core/errors.h"
+#include "core/host_memory.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "runtime/op_profile.h"
@@ -236,6 +237,10 @@ void bind_core(py::module_& m) {
       .def_property_readonly("capacity", &Arena::capacity)
       .def_property_readonly("high_water", &Arena::high_water);
 
+  m.def("_set_huge_pages", [](int mode) { set_huge_pages(mode); }, py::arg("mode"),
+        "Whether host allocations of 4 MiB or more ask for transparent huge pages from now on: 0 no, 1 yes, "
+        "-1 as MARKBASE_HUGEPAGES says (core/host_memory.h). For tests and A/B runs.");
+  m.def("_huge_pages", [] { return huge_pages_enabled(); }, "Whether large host allocations ask for huge pages.");
   m.def("_op_profile_start", &runtime::op_profile_start,
         "Starts a process-wide op profile (CPU backend: wall time between consecutive ops, by op and output shape).");
   m.def("_op_profile_stop", [] {

@@ -3,10 +3,14 @@
 #include "core/alloc_count.h"
 
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -40,9 +44,38 @@ size_t host_page_size() {
   return page;
 }
 
+namespace {
+std::atomic<int> g_huge_override{-1};  // set_huge_pages: -1 none, 0 off, 1 on
+}
+
+void set_huge_pages(int mode) { g_huge_override = mode < 0 ? -1 : mode ? 1 : 0; }
+
+bool huge_pages_enabled() {
+  static const bool by_default = [] {
+    const char* v = std::getenv("MARKBASE_HUGEPAGES");
+    return !(v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0));
+  }();
+  const int mode = g_huge_override.load(std::memory_order_relaxed);
+  return mode < 0 ? by_default : mode == 1;
+}
+
 std::shared_ptr<void> host_alloc(size_t bytes) {
   count_host_allocation();
   if (HostAllocFn fn = allocator().load(std::memory_order_acquire)) return fn(bytes);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // Large blocks (weights repacked or quantized at load, KV caches) on 2 MiB-aligned memory the kernel may
+  // back with transparent huge pages (THP "madvise" mode, the usual default): a decode step streams every
+  // weight once, and on 4 KiB pages the TLB misses every 4 KiB and the hardware prefetchers stop at each
+  // page boundary. Only the whole 2 MiB pages inside the block are advised: its tail stays on small pages,
+  // so a huge page never makes memory past the block's end resident.
+  constexpr size_t kHuge = size_t(2) << 20;
+  if (bytes >= 2 * kHuge && huge_pages_enabled()) {
+    void* p = nullptr;
+    if (::posix_memalign(&p, kHuge, (bytes + 63) / 64 * 64) != 0) return nullptr;
+    ::madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);  // advice only: without THP the block stays on small pages
+    return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  }
+#endif
   // Nothing uses host memory in place: a plain 64-byte aligned block (the CPU kernels' alignment).
   void* p = std::aligned_alloc(64, std::max<size_t>((bytes + 63) / 64 * 64, 64));
   if (!p) return nullptr;

@@ -22,7 +22,13 @@ size_t host_page_size();
 
 // Allocates `bytes`, contents undefined, at least 64-byte aligned, through the installed allocator (if
 // any). An empty pointer when out of memory (the caller names what it was for).
+// Without an installed allocator, blocks of 4 MiB or more are 2 MiB-aligned and their whole 2 MiB pages
+// advised for transparent huge pages on Linux (MARKBASE_HUGEPAGES=0: never).
 std::shared_ptr<void> host_alloc(size_t bytes);
+// Whether host_alloc asks for huge pages (MARKBASE_HUGEPAGES unset, or not 0 / off);
+// set_huge_pages(0 / 1 / -1 = back to the environment) for tests and A/B runs.
+bool huge_pages_enabled();
+void set_huge_pages(int mode);
 
 // An allocator a backend installs: same contract as host_alloc; it records what it hands out with
 // register_host_region and forgets it in the deleter.
