@@ -9,6 +9,7 @@
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/quant_round.h"
 #include "backend/cpu/simd.h"
 #include "core/thread_pool.h"
 
@@ -326,10 +327,10 @@ MB_AVX512_TARGET void gemv_rows_avx512_x16(const GemvArgs& a, const ST* s, const
 // then the f32 kernel runs and the non-finite value reaches the output as it should.
 namespace {
 
-// round_x16 / round_x8: per group dx = max|x| / kMax, xq = rint(x / dx) in ±kMax.
-template <class T, int kMax>
-bool round_xq(const float* x, int64_t K, int gs, bool deinterleave, T* xq, float* dx) {
-  constexpr float qmax = float(kMax);
+constexpr int kX16Max = 32767;
+
+bool round_x16_scalar(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx, float* xsum) {
+  constexpr float qmax = float(kX16Max);
   for (int64_t g = 0; g < K / gs; ++g) {
     const float* xg = x + g * gs;
     float amax = 0.f;
@@ -343,26 +344,54 @@ bool round_xq(const float* x, int64_t K, int gs, bool deinterleave, T* xq, float
     dx[g] = amax / qmax;
     const float inv = amax > 0.f ? qmax / amax : 0.f;
     // For amax below ~1e-34, kMax / amax overflows a float (0 * inf would be NaN): that group scales in double.
-    const double inv_tiny = std::isinf(inv) ? double(kMax) / double(amax) : 0.0;
+    const double inv_tiny = std::isinf(inv) ? double(kX16Max) / double(amax) : 0.0;
+    float sum = 0.f;
     for (int j = 0; j < gs; ++j) {
       const int64_t k = g * gs + j;
       const int64_t at = deinterleave ? (k & 1) * (K / 2) + k / 2 : k;
       const float scaled = std::isinf(inv) ? float(double(xg[j]) * inv_tiny) : xg[j] * inv;
-      xq[at] = T(std::clamp(std::nearbyint(scaled), -qmax, qmax));
+      x16[at] = int16_t(std::clamp(std::nearbyint(scaled), -qmax, qmax));
+      sum += xg[j];
     }
+    if (xsum) xsum[g] = sum;
   }
   return true;
 }
 
+#if MB_HAVE_X86_SIMD
+// The same x16 a group at a time (round_group); Σ x summed 16 lanes wide, then across them.
+MB_AVX512_TARGET bool round_x16_avx512(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx,
+                                       float* xsum) {
+  const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
+  alignas(64) int32_t q32[128];
+  float unused;
+  for (int64_t g = 0, k0 = 0; g < K / gs; ++g, k0 += gs) {
+    if (!round_group<kX16Max>(x + k0, gs, q32, dx + g, xsum ? xsum + g : &unused)) return false;
+    for (int i = 0; i < gs; i += 32) {
+      const __m512i a = _mm512_load_si512(q32 + i), b = _mm512_load_si512(q32 + i + 16);
+      if (deinterleave) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(x16 + (k0 + i) / 2), _mm512_cvtepi32_epi16(_mm512_permutex2var_epi32(a, evens, b)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(x16 + K / 2 + (k0 + i) / 2), _mm512_cvtepi32_epi16(_mm512_permutex2var_epi32(a, odds, b)));
+      } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(x16 + k0 + i), _mm512_cvtepi32_epi16(a));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(x16 + k0 + i + 16), _mm512_cvtepi32_epi16(b));
+      }
+    }
+  }
+  return true;
+}
+#endif
+
 }  // namespace
 
-bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx) {
-  return round_xq<int16_t, 32767>(x, K, gs, deinterleave, x16, dx);
+bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx, float* xsum) {
+#if MB_HAVE_X86_SIMD
+  if (gs % 32 == 0 && gs <= 128 && cpu_has_avx512_vnni()) return round_x16_avx512(x, K, gs, deinterleave, x16, dx, xsum);
+#endif
+  return round_x16_scalar(x, K, gs, deinterleave, x16, dx, xsum);
 }
 
-bool round_x8(const float* x, int64_t K, int gs, bool deinterleave, int8_t* x8, float* dx) {
-  return round_xq<int8_t, 127>(x, K, gs, deinterleave, x8, dx);
-}
 
 
 namespace {
@@ -380,8 +409,9 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
   bool x16 = x16_allowed && MB_HAVE_X86_SIMD && cpu_has_avx2();
   if (x16 && prep16.size() < size_t(M * K)) prep16.resize(size_t(M * K));
   for (int64_t m = 0; m < M && x16; ++m)  // a non-finite x falls back to the f32 kernels
-    x16 = round_x16(X + m * K, K, gs, BITS == 4, prep16.data() + m * K, prep.data() + m * per_row + G);
-  for (int64_t m = 0; m < M; ++m) {
+    x16 = round_x16(X + m * K, K, gs, BITS == 4, prep16.data() + m * K, prep.data() + m * per_row + G,
+                    prep.data() + m * per_row);
+  for (int64_t m = 0; m < M && !x16; ++m) {  // the f32 kernels' group sums (and 4-bit column order)
     const float* x = X + m * K;
     float* xsum = prep.data() + m * per_row;
     for (int64_t g = 0; g < G; ++g) {

@@ -42,9 +42,9 @@ void dequantize_row(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_
 void dequantize_row_fast(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_t n, float* dst);
 
 // x row rounded for the 16-bit kernels: per group dx = max|x| / 32767 and x16 = rint(x / dx) in ±32767
-// (deinterleave: even columns first, then odd, the 4-bit GEMV's nibble order). False for a NaN / infinity.
-bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx);
-// The same with 8-bit integers: dx = max|x| / 127, x8 = rint(x / dx) in ±127.
-bool round_x8(const float* x, int64_t K, int gs, bool deinterleave, int8_t* x8, float* dx);
+// (deinterleave: even columns first, then odd, the 4-bit GEMV's nibble order) and, given xsum, Σ x per group
+// (f32; the biases' factor). Vectorized on AVX-512 (the same x16). False for a NaN / infinity.
+bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx,
+               float* xsum = nullptr);
 
 }  // namespace mb::cpu

@@ -135,12 +135,8 @@ bool pack_x(int64_t M, const float* X, int64_t K, int gs, PackedX& px) {
   parallel_for(M, 4, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
       const float* x = X + m * K;
-      if (!round_x16(x, K, gs, false, x16 + m * K, px.dx.data() + m * G)) finite = false;
-      for (int64_t g = 0; g < G; ++g) {  // Σx in f32, k in order (as the decode kernel)
-        float acc = 0.f;
-        for (int j = 0; j < gs; ++j) acc += x[g * gs + j];
-        px.xsum[size_t(m * G + g)] = acc;
-      }
+      // x16, dx and Σx per group as the decode kernel's
+      if (!round_x16(x, K, gs, false, x16 + m * K, px.dx.data() + m * G, px.xsum.data() + m * G)) finite = false;
     }
   });
   if (!finite) return false;

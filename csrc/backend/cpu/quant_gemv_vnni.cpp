@@ -1,24 +1,27 @@
 // Decode GEMV with quantized weights on AVX-512 VNNI: the x16 kernels' exact per-group sums Σ q·x16, taken
 // from bytes with vpdpbusd (64 unsigned × signed byte products per instruction) instead of 16-bit lanes.
 //
-// x16 (round_x16: per group dx = max|x| / 32767) is split once per x row into x16 = 256·hi + lo, lo its low
-// byte (0..255, unsigned) and hi = x16 >> 8 (−128..127, signed). vpdpbusd multiplies an unsigned byte by a
-// signed one, so
+// x16 (rounded as round_x16 does, 16 lanes at a time: per group dx = max|x| / 32767) is split once per x row
+// into x16 = 256·hi + lo, lo its low byte (0..255, unsigned) and hi = x16 >> 8 (−128..127, signed).
+// vpdpbusd multiplies an unsigned byte by a signed one, so
 //   4-bit q (0..15 fits either side):  Σ q·x16 = 256·Σ q·hi [q unsigned] + Σ lo·q [q signed]
 //   8-bit q (0..255):                  Σ q·lo  = Σ lo·(q − 128) + 128·Σ lo   (q − 128 = q xor 0x80, signed)
 // Every sum is exact in int32 (|256·Σ q·hi| ≤ 256·255·128·128 < 2³¹ for a group of 128), so a row's result is
-// the x16 kernels' up to the order of the f32 sum over groups. With 8-bit activations (round_x8, int8_activations)
-// (4-bit weights only) x8 takes hi's place and there is no lo: Σ q·x8 in two vpdpbusd per 128 weights. No byte is widened (the 16-bit kernels spend
-// a cross-lane widen per 32 weights, which made 4-bit decode compute-bound on Zen 4), and each thread reads
-// its weight rows in order: one sequential stream of q, one of scales, one of biases.
+// the x16 kernels' up to the order of the f32 sums. With 8-bit activations (as round_x8, int8_activations; 4-bit
+// weights only) x8 takes hi's place and there is no lo: Σ q·x8 in two vpdpbusd per 128 weights. No byte is
+// widened (the 16-bit kernels spend a cross-lane widen per 32 weights, which made 4-bit decode compute-bound on
+// Zen 4), and each thread reads its weight rows in order: one sequential stream of q, one of scales, one of
+// biases.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/quant.h"
+#include "backend/cpu/quant_round.h"
 #include "backend/cpu/simd.h"
 #include "core/thread_pool.h"
 
@@ -39,33 +42,51 @@ struct XRow {
   const int32_t* corr;  // 8-bit x16: [steps·16] 128·Σ lo of group g in the lane where g starts; 0 elsewhere
 };
 
-// Rounds x [K] (round_x16, or round_x8 into hi) and splits it for the kernel; false for a NaN / infinity
-// (nothing usable).
-bool prepare_x(const float* x, int64_t K, int gs, int bits, int x_bits, int16_t* x16, uint8_t* lo, int8_t* hi,
-               float* dx, float* xsum, int32_t* corr) {
-  if (x_bits == 8) {
-    if (!round_x8(x, K, gs, bits == 4, hi, dx)) return false;
+// 16 rounded values to the kernel's bytes at k: x16 → lo (its low byte) and hi (x16 >> 8); x8 → hi.
+template <bool kX8>
+MB_AVX512_TARGET inline void store_bytes(__m512i v, int64_t k, uint8_t* lo, int8_t* hi) {
+  if constexpr (kX8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + k), _mm512_cvtepi32_epi8(v));
   } else {
-    if (!round_x16(x, K, gs, bits == 4, x16, dx)) return false;
-    for (int64_t k = 0; k < K; ++k) lo[k] = uint8_t(uint16_t(x16[k]) & 0xFF), hi[k] = int8_t(x16[k] >> 8);
-    std::fill(lo + K, lo + K + kStep, uint8_t(0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + k), _mm512_cvtepi32_epi8(v));  // truncation: the low byte
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + k), _mm512_cvtepi32_epi8(_mm512_srai_epi32(v, 8)));
   }
-  std::fill(hi + K, hi + K + kStep, int8_t(0));
-  const int64_t G = K / gs;
+}
+
+// Rounds x [K] (x16, or x8 into hi) and splits it for the kernel, a group at a time (4-bit: even columns to
+// the first half, odd to the second, the nibble order); false for a NaN / infinity (nothing usable).
+template <bool kX8>
+MB_AVX512_TARGET bool prepare_x(const float* x, int64_t K, int gs, int bits, uint8_t* lo, int8_t* hi, float* dx,
+                                float* xsum, int32_t* corr) {
+  const int64_t G = K / gs, half = K / 2;
+  const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
+  const __m512i low_byte = _mm512_set1_epi32(0xFF);
+  const int64_t steps = (K + kStep - 1) / kStep;
+  if (bits == 8 && !kX8) std::fill(corr, corr + steps * 16, 0);
+  alignas(64) int32_t q32[128];
   for (int64_t g = 0; g < G; ++g) {
-    float acc = 0.f;
-    for (int j = 0; j < gs; ++j) acc += x[g * gs + j];
-    xsum[g] = acc;
-  }
-  if (bits == 8 && x_bits == 16) {
-    const int64_t steps = (K + kStep - 1) / kStep;
-    std::fill(corr, corr + steps * 16, 0);
-    for (int64_t g = 0; g < G; ++g) {
-      int32_t sum = 0;
-      for (int j = 0; j < gs; ++j) sum += lo[g * gs + j];
-      corr[(g * gs / kStep) * 16 + (g * gs % kStep) / 4] = 128 * sum;
+    const int64_t k0 = g * gs;
+    if (!round_group<kX8 ? 127 : 32767>(x + k0, gs, q32, dx + g, xsum + g)) return false;
+    if (bits == 4) {
+      for (int i = 0; i < gs; i += 32) {
+        const __m512i a = _mm512_load_si512(q32 + i), b = _mm512_load_si512(q32 + i + 16);
+        store_bytes<kX8>(_mm512_permutex2var_epi32(a, evens, b), (k0 + i) / 2, lo, hi);
+        store_bytes<kX8>(_mm512_permutex2var_epi32(a, odds, b), half + (k0 + i) / 2, lo, hi);
+      }
+    } else {
+      __m512i lo_sum = _mm512_setzero_si512();
+      for (int i = 0; i < gs; i += 16) {
+        const __m512i v = _mm512_load_si512(q32 + i);
+        store_bytes<kX8>(v, k0 + i, lo, hi);
+        lo_sum = _mm512_add_epi32(lo_sum, _mm512_and_si512(v, low_byte));
+      }
+      // 8-bit x16: 128·Σ lo of the group, in the lane of the step where it starts.
+      if (!kX8) corr[(k0 / kStep) * 16 + (k0 % kStep) / 4] = 128 * _mm512_reduce_add_epi32(lo_sum);
     }
   }
+  if (!kX8) std::fill(lo + K, lo + K + kStep, uint8_t(0));
+  std::fill(hi + K, hi + K + kStep, int8_t(0));
   return true;
 }
 
@@ -243,12 +264,10 @@ bool gemv_quantized_bytes(int64_t M, const float* X, const ops::QuantizedMatrix&
       (x_bits != 8 && x_bits != 16) || (x_bits == 8 && bits != 4))
     return false;
   const int64_t G = K / gs, steps = (K * bits / 8 + kStep - 1) / kStep, padded = K + kStep;
-  thread_local std::vector<int16_t> x16;
   thread_local std::vector<uint8_t> lo;
   thread_local std::vector<int8_t> hi;
   thread_local std::vector<float> dx, xsum;
   thread_local std::vector<int32_t> corr;
-  x16.resize(size_t(K));
   lo.resize(size_t(M * padded));  // (unused with x8)
   hi.resize(size_t(M * padded));
   dx.resize(size_t(M * G));
@@ -260,7 +279,9 @@ bool gemv_quantized_bytes(int64_t M, const float* X, const ops::QuantizedMatrix&
     int8_t* hi_m = hi.data() + m * padded;
     float *dx_m = dx.data() + m * G, *xsum_m = xsum.data() + m * G;
     int32_t* corr_m = corr.data() + m * steps * 16;
-    if (!prepare_x(X + m * K, K, gs, bits, x_bits, x16.data(), lo_m, hi_m, dx_m, xsum_m, corr_m)) return false;
+    const bool ok = x_bits == 8 ? prepare_x<true>(X + m * K, K, gs, bits, lo_m, hi_m, dx_m, xsum_m, corr_m)
+                                : prepare_x<false>(X + m * K, K, gs, bits, lo_m, hi_m, dx_m, xsum_m, corr_m);
+    if (!ok) return false;
     xs[m] = {lo_m, hi_m, dx_m, xsum_m, corr_m};
   }
   dispatch_float(w.scales.dtype(), [&](auto tag) {

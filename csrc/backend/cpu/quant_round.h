@@ -1,0 +1,50 @@
+// x rounded to 16- or 8-bit integers per weight group with AVX-512 (the decode GEMV's byte kernel and
+// round_x16): the scalar rounding's exact values, 16 lanes at a time.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "backend/cpu/simd.h"
+
+#if MB_HAVE_X86_SIMD
+#include <immintrin.h>
+
+namespace mb::cpu {
+
+// One group of x (gs ≤ 128, a multiple of 32) rounded as round_xq (quant.cpp) rounds it on a scalar core — the same f32
+// amax, inverse, product and round-to-nearest-even, so every x16 / x8 is the scalar rounding's — into q32,
+// with its dx and Σ x (f32, 16 lanes then across them). False for a NaN / infinity.
+template <int QMAX>
+MB_AVX512_TARGET bool round_group(const float* xg, int gs, int32_t* q32, float* dx, float* xsum) {
+  const int nv = gs / 16;
+  __m512 v[8], amax_v = _mm512_setzero_ps(), sum_v = _mm512_setzero_ps();
+  __mmask16 nan = 0;
+  for (int i = 0; i < nv; ++i) {
+    v[i] = _mm512_loadu_ps(xg + 16 * i);
+    nan |= _mm512_cmp_ps_mask(v[i], v[i], _CMP_UNORD_Q);
+    amax_v = _mm512_max_ps(amax_v, _mm512_abs_ps(v[i]));
+    sum_v = _mm512_add_ps(sum_v, v[i]);
+  }
+  const float amax = _mm512_reduce_max_ps(amax_v), qmax = float(QMAX);
+  if (nan || !std::isfinite(amax)) return false;
+  *dx = amax / qmax;
+  *xsum = _mm512_reduce_add_ps(sum_v);
+  const float inv = amax > 0.f ? qmax / amax : 0.f;
+  if (std::isinf(inv)) {  // amax below ~1e-34: round_xq scales such a group in double
+    const double inv_tiny = double(QMAX) / double(amax);
+    for (int j = 0; j < gs; ++j)
+      q32[j] = int32_t(std::clamp(std::nearbyint(float(double(xg[j]) * inv_tiny)), -qmax, qmax));
+    return true;
+  }
+  const __m512 inv_v = _mm512_set1_ps(inv), hi_v = _mm512_set1_ps(qmax), lo_v = _mm512_set1_ps(-qmax);
+  for (int i = 0; i < nv; ++i) {
+    const __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(v[i], inv_v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm512_storeu_si512(q32 + 16 * i, _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo_v), hi_v)));
+  }
+  return true;
+}
+
+}  // namespace mb::cpu
+#endif
