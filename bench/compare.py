@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """markbase side by side with llama.cpp and transformers on one real-size Gemma 4 E2B checkpoint.
 
-    PYTHONPATH=python python3 bench/compare.py [--rounds 4 --reps 3] [--widths bf16,q8,q4[,q4-fast]]
+    PYTHONPATH=python python3 bench/compare.py [--rounds 4 --reps 3] [--widths bf16,q8,q4[,q4-fast,q4-e4]]
         [--engines markbase,llama.cpp,transformers] [--threads 2] [--quick]
 
 Opt-in, never part of the tests. Speed is reported, never asserted.
@@ -18,7 +18,7 @@ size="real", dtype="bf16", text_only=True)`, reused from .bench-cache/e2b-real-b
     weight into torch tensors.
 How:
   - the engines: markbase (`mb.load(dir, max_context=1024[, quantize="q8"|"q4"])`; width q4-fast / q8-fast
-    adds precision="fast", compared with the others' q4 / q8), sessions as in
+    adds precision="fast", q4-e4 embedding_bits=4, compared with the others' q4 / q8), sessions as in
     bench/bench_decode.py; MARKBASE_NUM_THREADS); llama.cpp's llama-bench (`-t THREADS`; prefill
     `-p 128,512 -n 0`, decode `-p 0 -n 32 -d 128`, one process each) on GGUFs converted from the same
     checkpoint (BF16, then llama-quantize Q8_0 / Q4_0); transformers in bfloat16 (torch.set_num_threads,
@@ -69,9 +69,10 @@ import yardstick  # noqa: E402
 CACHE = os.environ.get("MARKBASE_BENCH_DIR") or os.path.join(REPO, ".bench-cache")
 ENGINES = ("markbase", "llama.cpp", "transformers")
 WIDTHS = ("bf16", "q8", "q4")
-# markbase only: the same weights under precision="fast" (8-bit activations in the 4-bit decode GEMV),
-# compared with the other engines' plain width.
-FAST_WIDTHS = ("q8-fast", "q4-fast")
+# markbase only, compared with the other engines' plain width (the part before "-"): the same weights under
+# precision="fast" (8-bit activations in the 4-bit decode GEMV), or with the tied embedding / LM head at
+# 4 bits (embedding_bits=4).
+VARIANT_WIDTHS = ("q8-fast", "q4-fast", "q4-e4")
 SPEEDS = ("decode", "prefill_128", "prefill_512")
 COLUMNS = (("decode", "decode tok/s"), ("prefill_128", "prefill-128 tok/s"), ("prefill_512", "prefill-512 tok/s"),
            ("rss_gb", "peak RSS GB"), ("load_s", "load s"))
@@ -226,8 +227,8 @@ def print_ratios(cells: list[Cell]) -> None:
     by = {(c.engine, c.width): c for c in cells}
     rows = []
     for other in ("llama.cpp", "transformers"):
-        for w in WIDTHS + FAST_WIDTHS:
-            mine, theirs = by.get(("markbase", w)), by.get((other, w.removesuffix("-fast")))
+        for w in WIDTHS + VARIANT_WIDTHS:
+            mine, theirs = by.get(("markbase", w)), by.get((other, w.split("-")[0]))
             if not mine or not theirs:
                 continue
             figures = []
@@ -266,8 +267,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         if e not in ENGINES:
             ap.error(f"unknown engine {e!r} (choose from {', '.join(ENGINES)})")
     for w in a.widths:
-        if w not in WIDTHS + FAST_WIDTHS:
-            ap.error(f"unknown width {w!r} (choose from {', '.join(WIDTHS + FAST_WIDTHS)}; -fast: markbase only)")
+        if w not in WIDTHS + VARIANT_WIDTHS:
+            ap.error(f"unknown width {w!r} (choose from {', '.join(WIDTHS + VARIANT_WIDTHS)}; -fast / -e4: markbase only)")
     return a
 
 
@@ -357,7 +358,7 @@ def main(argv=None) -> int:
     checkpoint = ensure_checkpoint(os.path.abspath(args.checkpoint))
     llama = prepare_llama(args, checkpoint) if "llama.cpp" in args.engines else {}
     cells = [Cell(e, w) for e in args.engines for w in args.widths
-             if (e != "transformers" or w == "bf16") and (e == "markbase" or w not in FAST_WIDTHS)]
+             if (e != "transformers" or w == "bf16") and (e == "markbase" or w not in VARIANT_WIDTHS)]
     for c in cells:
         if c.engine == "llama.cpp" and c.width in llama:
             c.decode_bytes = _llamacpp.decode_bytes(CACHE, llama[c.width])

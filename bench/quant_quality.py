@@ -9,8 +9,10 @@ model (load(..., quantize="q8" / "q4")) reads the same sequence (teacher forcing
 The same f32 weights rounded to bf16 (the published checkpoints' precision) are shown as a yardstick.
 "q4-fast" is q4 under precision="fast" (8-bit activations in the decode GEMV with 4-bit weights): its
 logits come from teacher-forced decode steps (prefill rows do not take x8), and the row "q4-dec" gives
-q4 "auto" the same way, the figure to compare it with.
-Run: `PYTHONPATH=python:tests python3 bench/quant_quality.py` (builds the oracle cache if missing).
+q4 "auto" the same way, the figure to compare it with. "q4-e4" is q4 with the tied embedding / LM head at
+4 bits too (embedding_bits=4) instead of 8.
+Run: `PYTHONPATH=python:tests python3 bench/quant_quality.py [--variants q4,q4-e4]` (builds the oracle
+cache if missing).
 """
 
 import os
@@ -50,6 +52,11 @@ def decode_logits(model, ids, seq):
 
 
 def main():
+    import argparse
+
+    ap = argparse.ArgumentParser(description="quality of 8- and 4-bit weights on the oracle checkpoints")
+    ap.add_argument("--variants", default="bf16,q8,q4,q4-dec,q4-fast,q4-e4", help="comma-separated rows")
+    wanted = ap.parse_args().variants.split(",")
     dirs = build_all()
     print(f"{'family':8} {'bits':>7} {'rel':>8} {'top-1':>7} {'KL':>9}")
     for family in FAMILIES:
@@ -62,8 +69,11 @@ def main():
         variants = {"bf16": lambda: mb.load(os.path.join(dirs[family], "bf16")),  # yardstick: bf16 rounding alone
                     "q8": lambda: mb.load(ckpt, quantize="q8"), "q4": lambda: mb.load(ckpt, quantize="q4"),
                     "q4-dec": lambda: mb.load(ckpt, quantize="q4"),
-                    "q4-fast": lambda: mb.load(ckpt, quantize="q4", precision="fast")}
+                    "q4-fast": lambda: mb.load(ckpt, quantize="q4", precision="fast"),
+                    "q4-e4": lambda: mb.load(ckpt, quantize="q4", embedding_bits=4)}
         for q, load in variants.items():
+            if q not in wanted:
+                continue
             model = load()
             got = decode_logits(model, ids, seq) if q in ("q4-dec", "q4-fast") else model.logits(seq)[len(ids) - 1: -1]
             rel = np.abs(got - ref).max() / np.abs(ref).max()

@@ -49,7 +49,8 @@ void bind(py::module_& m) {
 
   py::class_<Gemma4Model, std::shared_ptr<Gemma4Model>>(m, "Model", "A loaded Gemma 4 checkpoint.")
       .def_static("load", [](const std::string& dir, const std::string& device, int64_t max_context, int64_t prefill_chunk,
-                             int quantize_bits, int group_size, bool reduced_precision, bool int8_activations) {
+                             int quantize_bits, int group_size, bool reduced_precision, bool int8_activations,
+                             int embedding_bits) {
         gemma4::LoadOptions opt;
         opt.exec = make_exec(device, false);
         opt.exec.int16_activations = reduced_precision;
@@ -59,16 +60,20 @@ void bind(py::module_& m) {
         opt.prefill_chunk = prefill_chunk;
         opt.quantize.bits = quantize_bits;
         opt.quantize.group_size = group_size;
+        if (embedding_bits != 4 && embedding_bits != 8)
+          throw InputError(cat("Model.load: embedding_bits must be 4 or 8, got ", embedding_bits));
+        opt.quantize.table_bits = embedding_bits;
         py::gil_scoped_release nogil;
         return Gemma4Model::load(dir, opt);
       }, py::arg("dir"), py::arg("device") = "cpu", py::arg("max_context") = 0, py::arg("prefill_chunk") = 256,
          py::arg("quantize_bits") = 0, py::arg("group_size") = 64, py::arg("reduced_precision") = false,
-         py::arg("int8_activations") = false,
+         py::arg("int8_activations") = false, py::arg("embedding_bits") = 8,
          "Parses DIR/config.json and binds every tensor of the weight table from the mapped checkpoint; "
          "quantize_bits 4 / 8 quantizes the decoder's matrices at load (MLX affine, groups of group_size); "
          "reduced_precision (precision=\"auto\") lets quantized GEMVs / GEMMs round x to 16 bits per group "
          "(ops/quant.h) and the CPU prefill GEMM with bf16 weights multiply bf16 products (ops/exec.h); "
-         "int8_activations (precision=\"fast\") further lets the quantized decode GEMV round x to 8 bits per group.")
+         "int8_activations (precision=\"fast\") further lets the quantized decode GEMV round x to 8 bits per group; "
+         "embedding_bits (8 or 4) is what quantize_bits does to the tied embedding / LM head.")
       .def_property_readonly("reduced_precision", [](const Gemma4Model& mdl) { return mdl.exec().int16_activations; })
       .def_property_readonly("int8_activations", [](const Gemma4Model& mdl) { return mdl.exec().int8_activations; })
       .def_property_readonly("decode_weight_bytes", &Gemma4Model::decode_weight_bytes,

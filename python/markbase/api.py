@@ -422,7 +422,8 @@ _QUANTIZE_BITS = {None: 0, "q8": 8, "q4": 4}
 
 def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max_context: int | None = None,
          prefill_chunk: int = 256, preload: bool = False, progress: bool | None = None,
-         quantize: str | None = None, group_size: int = 64, precision: str = "auto") -> Model:
+         quantize: str | None = None, group_size: int = 64, precision: str = "auto",
+         embedding_bits: int = 8) -> Model:
     """Loads a Gemma 4 checkpoint directory (config.json + safetensors, as published).
 
     The checkpoint is validated against its config's weight table first: a missing, misshapen or
@@ -436,9 +437,11 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     instead of on first use.
     quantize: "q8" / "q4" quantizes the decoder's attention, MLP and expert matrices at load to 8 / 4 bits
     (MLX's affine format, groups of `group_size` = 32, 64 or 128) and the tied embedding / LM head to 8
-    bits; norms, the router, the PLE projections and the PLE table stay as stored, and so do the vision
-    and audio encoders. Each source matrix leaves memory once quantized. Checkpoints stored MLX-quantized
-    load as they are, without this option.
+    bits (`embedding_bits=4`: to 4 bits, as the mlx-community 4-bit uploads hold it — at q4 an eighth fewer
+    bytes per decode step, for a measured loss of quality: README, quantized weights); norms, the router,
+    the PLE projections and the PLE table stay as stored, and so do the vision and audio encoders. Each
+    source matrix leaves memory once quantized. Checkpoints stored MLX-quantized load as they are, without
+    this option.
     precision: "auto" computes in f32 except the CPU products with quantized weights — decode on AVX2 and
     AVX-512 VNNI, prefill on AVX-512 VNNI — whose activations are rounded per group to 16-bit integers (each
     moves by at most 2^-16 of its group's largest magnitude, far below the 4- / 8-bit weights' own rounding)
@@ -474,6 +477,10 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
         raise InputError(f"load: group_size must be 32, 64 or 128, got {group_size!r}")
     if precision not in ("auto", "fast", "f32"):
         raise InputError(f"load: precision must be 'auto', 'fast' or 'f32', got {precision!r}")
+    if isinstance(embedding_bits, bool) or embedding_bits not in (4, 8):
+        raise InputError(f"load: embedding_bits must be 4 or 8, got {embedding_bits!r}")
+    if embedding_bits != 8 and quantize is None:
+        raise InputError("load: embedding_bits applies to load-time quantization: give quantize='q8' or 'q4' too")
     # Memory bounds before anything is allocated: a max_context whose KV cache does not fit is refused
     # with the numbers; without one, the longest that fits (markbase/memory.py).
     from .memory import choose_max_context, plan_for
@@ -487,7 +494,7 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
         _preload(ckpt, sorted(n for n in ckpt.keys() if n.startswith(prefix) and "embed_tokens_per_layer" not in n),
                  progress)
     core = _core.gemma4.Model.load(path, device, max_context, prefill_chunk, _QUANTIZE_BITS[quantize], group_size,
-                                   precision in ("auto", "fast"), precision == "fast")
+                                   precision in ("auto", "fast"), precision == "fast", embedding_bits)
     model = Model(path, core, report)
     model._memory_plan = plan
     return model

@@ -166,11 +166,11 @@ def _raw_rows(src, name: str) -> Iterator[bytes]:
 
 
 def quantize_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, bits: int = 4, group_size: int = 64,
-                        shard_bytes: int = 4 << 30) -> dict[str, int]:
+                        shard_bytes: int = 4 << 30, embedding_bits: int = 8) -> dict[str, int]:
     """Writes src (a transformers Gemma 4 checkpoint) to dst in MLX's quantized format: the decoder's
-    attention, MLP and expert matrices to `bits`, the tied embedding / LM head and the PLE table (gathers)
-    to 8 bits; norms, router, PLE projections and the vision / audio encoders stay as stored. Returns
-    {"quantized": n, "kept": n, "bytes": n}."""
+    attention, MLP and expert matrices to `bits`, the tied embedding / LM head to `embedding_bits` (8 or 4,
+    as load's) and the PLE table (a gather) to 8 bits; norms, router, PLE projections and the vision /
+    audio encoders stay as stored. Returns {"quantized": n, "kept": n, "bytes": n}."""
     from .io import open_checkpoint
     from .models.gemma4 import load_config, weight_table
     from .validate import require_valid
@@ -180,6 +180,8 @@ def quantize_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, bits: in
         raise InputError(f"quantize: bits must be 4 or 8, got {bits!r}")
     if group_size not in (32, 64, 128):
         raise InputError(f"quantize: group_size must be 32, 64 or 128, got {group_size!r}")
+    if isinstance(embedding_bits, bool) or embedding_bits not in (4, 8):
+        raise InputError(f"quantize: embedding_bits must be 4 or 8, got {embedding_bits!r}")
     if os.path.abspath(src) == os.path.abspath(dst):
         raise InputError(f"quantize: the output directory must differ from the input ({src})")
     require_valid(src)
@@ -204,7 +206,7 @@ def quantize_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, bits: in
         target = mlx_name(spec.name)  # the canonical name, whatever alias the source used
         dtype = ckpt.dtype(name)
         src_dtype = {"BF16": "bf16", "F16": "f16", "F32": "f32"}[dtype]
-        want_bits = {"matrix": bits, "table": 8}.get(spec.quant, 0)
+        want_bits = {"matrix": bits, "table": embedding_bits}.get(spec.quant, 0)
         if "embed_tokens_per_layer" in name:
             want_bits = 8  # a gather: 8 bits keep it near-exact at half the size
         K = spec.shape[-1] if spec.shape else 0

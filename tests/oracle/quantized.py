@@ -16,11 +16,11 @@ CACHE_VERSION = "quantized-v1"
 GROUP = 64
 
 
-def quantized_bits(spec, bits: int) -> int:
-    """The bits load(quantize=...) gives this weight-table entry (0: kept as stored)."""
+def quantized_bits(spec, bits: int, table_bits: int = 8) -> int:
+    """The bits load(quantize=..., embedding_bits=table_bits) gives this weight-table entry (0: kept as stored)."""
     if not spec.linear or not spec.shape or spec.shape[-1] % GROUP:
         return 0
-    return {"matrix": bits, "table": 8}.get(spec.quant, 0)
+    return {"matrix": bits, "table": table_bits}.get(spec.quant, 0)
 
 
 def dequantized(w: np.ndarray, bits: int) -> np.ndarray:
@@ -32,14 +32,15 @@ def dequantized(w: np.ndarray, bits: int) -> np.ndarray:
     return ops.dequantize(q, s, b, bits=bits, group_size=GROUP).numpy().reshape(w.shape)
 
 
-def build(family_dir: str, bits: int) -> str:
-    """family_dir/quantized-v1-q{bits}/: f32/ (the dequantized checkpoint) and reference.npz."""
+def build(family_dir: str, bits: int, table_bits: int = 8) -> str:
+    """family_dir/quantized-v1-q{bits}[-e{table_bits}]/: f32/ (the dequantized checkpoint) and reference.npz
+    (table_bits: the tied embedding / LM head's bits, load's embedding_bits)."""
     import torch
     from safetensors.numpy import load_file, save_file
 
     from markbase.models.gemma4 import load_config, weight_table
 
-    out = os.path.join(family_dir, f"{CACHE_VERSION}-q{bits}")
+    out = os.path.join(family_dir, f"{CACHE_VERSION}-q{bits}" + (f"-e{table_bits}" if table_bits != 8 else ""))
     if os.path.exists(os.path.join(out, "reference.npz")):
         return out
     tmp = out + ".tmp"
@@ -52,7 +53,7 @@ def build(family_dir: str, bits: int) -> str:
     plan = {}
     for spec in weight_table(load_config(src)):
         for n in (spec.name, *spec.aliases):
-            plan[n] = quantized_bits(spec, bits)
+            plan[n] = quantized_bits(spec, bits, table_bits)
     for fname in sorted(f for f in os.listdir(src) if f.endswith(".safetensors")):
         tensors = load_file(os.path.join(src, fname))
         for name, w in tensors.items():
@@ -67,7 +68,7 @@ def build(family_dir: str, bits: int) -> str:
                            eos_token_id=None, pad_token_id=0)[0, len(ids):].numpy()
     np.savez(os.path.join(tmp, "reference.npz"), ids=ids, logits=logits, greedy=gen)
     with open(os.path.join(tmp, "quantized.json"), "w") as f:
-        json.dump({"bits": bits, "group_size": GROUP, "version": CACHE_VERSION}, f)
+        json.dump({"bits": bits, "table_bits": table_bits, "group_size": GROUP, "version": CACHE_VERSION}, f)
     shutil.rmtree(out, ignore_errors=True)
     os.rename(tmp, out)
     return out

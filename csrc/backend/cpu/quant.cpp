@@ -345,7 +345,7 @@ bool round_x16_scalar(const float* x, int64_t K, int gs, bool deinterleave, int1
     const float inv = amax > 0.f ? qmax / amax : 0.f;
     // For amax below ~1e-34, kMax / amax overflows a float (0 * inf would be NaN): that group scales in double.
     const double inv_tiny = std::isinf(inv) ? double(kX16Max) / double(amax) : 0.0;
-    float sum = 0.f;
+    double sum = 0.0;  // Σ x as round_group sums it: in double, then rounded
     for (int j = 0; j < gs; ++j) {
       const int64_t k = g * gs + j;
       const int64_t at = deinterleave ? (k & 1) * (K / 2) + k / 2 : k;
@@ -353,13 +353,13 @@ bool round_x16_scalar(const float* x, int64_t K, int gs, bool deinterleave, int1
       x16[at] = int16_t(std::clamp(std::nearbyint(scaled), -qmax, qmax));
       sum += xg[j];
     }
-    if (xsum) xsum[g] = sum;
+    if (xsum) xsum[g] = float(sum);
   }
   return true;
 }
 
 #if MB_HAVE_X86_SIMD
-// The same x16 a group at a time (round_group); Σ x summed 16 lanes wide, then across them.
+// The same x16 and Σ x a group at a time (round_group).
 MB_AVX512_TARGET bool round_x16_avx512(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx,
                                        float* xsum) {
   const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);

@@ -15,22 +15,25 @@ namespace mb::cpu {
 
 // One group of x (gs ≤ 128, a multiple of 32) rounded as round_xq (quant.cpp) rounds it on a scalar core — the same f32
 // amax, inverse, product and round-to-nearest-even, so every x16 / x8 is the scalar rounding's — into q32,
-// with its dx and Σ x (f32, 16 lanes then across them). False for a NaN / infinity.
+// with its dx and Σ x (summed in double, then rounded: the f32 nearest the exact sum but in rare
+// double-rounding cases, whatever the order). False for a NaN / infinity.
 template <int QMAX>
 MB_AVX512_TARGET bool round_group(const float* xg, int gs, int32_t* q32, float* dx, float* xsum) {
   const int nv = gs / 16;
-  __m512 v[8], amax_v = _mm512_setzero_ps(), sum_v = _mm512_setzero_ps();
+  __m512 v[8], amax_v = _mm512_setzero_ps();
+  __m512d sum_v = _mm512_setzero_pd();
   __mmask16 nan = 0;
   for (int i = 0; i < nv; ++i) {
     v[i] = _mm512_loadu_ps(xg + 16 * i);
     nan |= _mm512_cmp_ps_mask(v[i], v[i], _CMP_UNORD_Q);
     amax_v = _mm512_max_ps(amax_v, _mm512_abs_ps(v[i]));
-    sum_v = _mm512_add_ps(sum_v, v[i]);
+    sum_v = _mm512_add_pd(sum_v, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(v[i])),
+                                               _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(v[i]), 1)))));
   }
   const float amax = _mm512_reduce_max_ps(amax_v), qmax = float(QMAX);
   if (nan || !std::isfinite(amax)) return false;
   *dx = amax / qmax;
-  *xsum = _mm512_reduce_add_ps(sum_v);
+  *xsum = float(_mm512_reduce_add_pd(sum_v));
   const float inv = amax > 0.f ? qmax / amax : 0.f;
   if (std::isinf(inv)) {  // amax below ~1e-34: round_xq scales such a group in double
     const double inv_tiny = double(QMAX) / double(amax);

@@ -224,7 +224,7 @@ void CheckpointBinder::weight(const WeightSpec& spec, Hold hold, WeightSlot slot
   else if (hold == Hold::InPlace) *slot.tensor = t;
   else {
     const int bits = spec.quant == QuantRule::Matrix ? quantize_.bits
-                     : spec.quant == QuantRule::Table && quantize_.bits ? 8  // a gather: 8 bits keep it near-exact
+                     : spec.quant == QuantRule::Table && quantize_.bits ? quantize_.table_bits  // 8: near-exact
                                                                          : 0;
     if (bits && spec.shape.back() % quantize_.group_size == 0) {
       slot.linear->quant = quantize_stacked(t, bits, quantize_.group_size);

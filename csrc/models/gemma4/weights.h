@@ -120,10 +120,12 @@ struct ClippableLinear {
 void visit_clippable(const WeightScope& s, ClippableLinear& l, const std::string& name, Shape shape, bool clipped);
 
 // Load-time quantization: bits 0 keeps every matrix as stored; 4 or 8 quantizes QuantRule::Matrix slots
-// to `bits` and QuantRule::Table slots to 8, in MLX's affine format with groups of `group_size`.
+// to `bits` and QuantRule::Table slots to `table_bits` (8 by default, or 4), in MLX's affine format with
+// groups of `group_size`.
 struct QuantizeOptions {
   int bits = 0;
   int group_size = 64;
+  int table_bits = 8;
 };
 
 // Binds a walk's slots from the checkpoint: a required tensor that is missing, misshapen or not a float
