@@ -339,11 +339,14 @@ def test_read_only_stays_read_only():
 
 # ----------------------------------------------------------------------------------------- huge pages
 
+HUGE_PAGES_CHILD = r"""
+from markbase import _core
+
 MiB = 1 << 20
 
 
 def vm_flags_at(address):
-    """The VmFlags of the mapping holding `address` in /proc/self/smaps ("hg": advised for huge pages)."""
+    # The VmFlags of the mapping holding `address` in /proc/self/smaps ("hg": advised for huge pages).
     inside = False
     for line in open("/proc/self/smaps", encoding="ascii", errors="replace"):
         head = line.split(" ", 1)[0]
@@ -355,26 +358,32 @@ def vm_flags_at(address):
     raise AssertionError(f"no mapping holds {address:#x}")
 
 
+keep = []  # every block stays alive: memory once advised keeps its flag when reused
+# First, before anything in this process was advised: off, and below the threshold, plain 64-byte blocks.
+for mode, size in [(0, 4 * MiB + 64), (0, 64 * MiB), (1, 4 * MiB - 64)]:
+    _core._set_huge_pages(mode)
+    blocks = [_core.Tensor.zeros([size], "u8") for _ in range(4)]
+    keep += blocks
+    assert all(b.data_ptr() % 64 == 0 for b in blocks)
+    assert any(b.data_ptr() % (2 * MiB) for b in blocks), f"huge pages {mode}, {size} bytes: 2 MiB aligned"
+    assert not any("hg" in vm_flags_at(b.data_ptr()) for b in blocks), f"huge pages {mode}, {size} bytes: advised"
+_core._set_huge_pages(1)
+big = _core.Tensor.zeros([4 * MiB + 64], "u8")
+assert big.data_ptr() % (2 * MiB) == 0, f"a 4 MiB block at {big.data_ptr():#x} is not 2 MiB aligned"
+assert "hg" in vm_flags_at(big.data_ptr()), "the block was not advised for huge pages"
+assert "hg" in vm_flags_at(big.data_ptr() + 4 * MiB - 1), "the advice must cover every whole 2 MiB page"
+assert "hg" not in vm_flags_at(big.data_ptr() + 4 * MiB), "the tail past the last whole 2 MiB page is advised"
+print("ok")
+"""
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="transparent huge pages are a Linux feature")
 def test_large_host_blocks_ask_for_huge_pages():
-    """Blocks of 4 MiB or more start on a 2 MiB boundary and carry MADV_HUGEPAGE (smaps "hg"); smaller
-    blocks and _set_huge_pages(0) keep plain 64-byte aligned memory."""
-    try:
-        _core._set_huge_pages(1)
-        big = _core.Tensor.zeros([4 * MiB + 64], "u8")
-        assert big.data_ptr() % (2 * MiB) == 0, f"a 4 MiB block at {big.data_ptr():#x} is not 2 MiB aligned"
-        assert "hg" in vm_flags_at(big.data_ptr()), "the block was not advised for huge pages"
-        assert "hg" in vm_flags_at(big.data_ptr() + 4 * MiB - 1), "the advice must cover every whole 2 MiB page"
-        assert "hg" not in vm_flags_at(big.data_ptr() + 4 * MiB), "the tail past the last whole 2 MiB page is advised"
-        # Below the threshold, and with huge pages off: no block of several is 2 MiB aligned or advised.
-        for mode, size in [(1, 4 * MiB - 64), (0, 4 * MiB + 64), (0, 64 * MiB)]:
-            _core._set_huge_pages(mode)
-            blocks = [_core.Tensor.zeros([size], "u8") for _ in range(4)]
-            assert all(b.data_ptr() % 64 == 0 for b in blocks)
-            assert any(b.data_ptr() % (2 * MiB) for b in blocks), f"huge pages {mode}, {size} bytes: 2 MiB aligned"
-            assert not any("hg" in vm_flags_at(b.data_ptr()) for b in blocks), f"huge pages {mode}, {size} bytes"
-    finally:
-        _core._set_huge_pages(-1)
+    """Blocks of 4 MiB or more start on a 2 MiB boundary and their whole 2 MiB pages carry MADV_HUGEPAGE
+    (smaps "hg"), the tail past them not; smaller blocks and _set_huge_pages(0) keep plain 64-byte aligned
+    memory. In a fresh process: memory advised once keeps the flag when the allocator hands it out again."""
+    r = run_python(HUGE_PAGES_CHILD, env_extra={"MARKBASE_HUGEPAGES": None})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
 @pytest.mark.parametrize("value, expected", [("0", False), ("off", False), ("1", True), (None, True)])
