@@ -1,6 +1,7 @@
 #include "core/host_memory.h"
 
 #include "core/alloc_count.h"
+#include "core/runtime_switch.h"
 
 #include <unistd.h>
 #if defined(__linux__)
@@ -10,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -45,19 +45,12 @@ size_t host_page_size() {
 }
 
 namespace {
-std::atomic<int> g_huge_override{-1};  // set_huge_pages: -1 none, 0 off, 1 on
+RuntimeSwitch g_huge_pages{"MARKBASE_HUGEPAGES"};
 }
 
-void set_huge_pages(int mode) { g_huge_override = mode < 0 ? -1 : mode ? 1 : 0; }
+void set_huge_pages(int mode) { g_huge_pages.set(mode); }
 
-bool huge_pages_enabled() {
-  static const bool by_default = [] {
-    const char* v = std::getenv("MARKBASE_HUGEPAGES");
-    return !(v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0));
-  }();
-  const int mode = g_huge_override.load(std::memory_order_relaxed);
-  return mode < 0 ? by_default : mode == 1;
-}
+bool huge_pages_enabled() { return g_huge_pages.enabled(); }
 
 std::shared_ptr<void> host_alloc(size_t bytes) {
   count_host_allocation();

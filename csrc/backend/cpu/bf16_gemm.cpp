@@ -13,6 +13,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/simd.h"
+#include "core/runtime_switch.h"
 #include "core/thread_pool.h"
 
 namespace mb::cpu {
@@ -105,22 +106,18 @@ bool bf16_products_supported() {
 }
 
 namespace {
-std::atomic<int> g_bf16_override{-1};  // set_bf16_products: -1 none, 0 off, 1 on
+RuntimeSwitch g_bf16_products{"MARKBASE_BF16_PRODUCTS"};
 }
 
-void set_bf16_products(int mode) { g_bf16_override = mode; }
+void set_bf16_products(int mode) { g_bf16_products.set(mode); }
 
 bool bf16_products_enabled() {
-  static const bool by_default = [] {
-    const char* v = std::getenv("MARKBASE_BF16_PRODUCTS");
-    if (v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0)) return false;
-    if (v && (std::strcmp(v, "1") == 0 || std::strcmp(v, "on") == 0)) return true;
-    // vdpbf16ps does twice the multiply-adds of an f32 FMA on AMD (Zen 4 / 5), half of it on Intel.
+  // vdpbf16ps does twice the multiply-adds of an f32 FMA on AMD (Zen 4 / 5), half of it on Intel.
+  static const bool on_amd = [] {
     __builtin_cpu_init();
     return __builtin_cpu_is("amd") != 0;
   }();
-  const int mode = g_bf16_override.load(std::memory_order_relaxed);
-  return bf16_products_supported() && (mode < 0 ? by_default : mode == 1);
+  return bf16_products_supported() && g_bf16_products.enabled(on_amd);
 }
 
 namespace {

@@ -353,33 +353,18 @@ bool round_x16_scalar(const float* x, int64_t K, int gs, bool deinterleave, int1
       x16[at] = int16_t(std::clamp(std::nearbyint(scaled), -qmax, qmax));
       sum += xg[j];
     }
-    if (xsum) xsum[g] = float(sum);
+    xsum[g] = float(sum);
   }
   return true;
 }
 
 #if MB_HAVE_X86_SIMD
-// The same x16 and Σ x a group at a time (round_group).
+// The same x16 and Σ x, 16 lanes at a time (round_row).
 MB_AVX512_TARGET bool round_x16_avx512(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx,
                                        float* xsum) {
-  const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
-  alignas(64) int32_t q32[128];
-  float unused;
-  for (int64_t g = 0, k0 = 0; g < K / gs; ++g, k0 += gs) {
-    if (!round_group<kX16Max>(x + k0, gs, q32, dx + g, xsum ? xsum + g : &unused)) return false;
-    for (int i = 0; i < gs; i += 32) {
-      const __m512i a = _mm512_load_si512(q32 + i), b = _mm512_load_si512(q32 + i + 16);
-      if (deinterleave) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(x16 + (k0 + i) / 2), _mm512_cvtepi32_epi16(_mm512_permutex2var_epi32(a, evens, b)));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(x16 + K / 2 + (k0 + i) / 2), _mm512_cvtepi32_epi16(_mm512_permutex2var_epi32(a, odds, b)));
-      } else {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(x16 + k0 + i), _mm512_cvtepi32_epi16(a));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(x16 + k0 + i + 16), _mm512_cvtepi32_epi16(b));
-      }
-    }
-  }
-  return true;
+  return round_row<kX16Max>(x, K, gs, deinterleave, dx, xsum, [&](__m512i v, int64_t k) MB_AVX512_TARGET {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(x16 + k), _mm512_cvtepi32_epi16(v));
+  });
 }
 #endif
 
@@ -391,8 +376,6 @@ bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x1
 #endif
   return round_x16_scalar(x, K, gs, deinterleave, x16, dx, xsum);
 }
-
-
 
 namespace {
 

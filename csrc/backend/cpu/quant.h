@@ -10,9 +10,8 @@ void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const 
 // M <= 8 rows (decode, batched decode): threads over blocks of weight rows, each row read once; per group
 // s·Σ q·x + b·Σ x (AVX2: bytes widened to f32 in registers; with activation_bits 16 or 8, x rounded to
 // 16-bit per group and Σ q·x in int32, see ops/quant.h; 8 (4-bit weights) takes 8-bit x on AVX-512 VNNI).
-// More rows: the
-// blocked GEMM (gemm.h) with the weight panels dequantized as they are packed, or on AVX-512 VNNI with
-// activation_bits 16 or 8, gemm_quantized_x16.
+// More rows: the blocked GEMM (gemm.h) with the weight panels dequantized as they are packed, or on
+// AVX-512 VNNI with activation_bits 16 or 8, gemm_quantized_x16.
 void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
                            int activation_bits);
 // M > 8 rows on AVX-512 VNNI with int16_activations (backend/cpu/quant_gemm.cpp): x rounded per group as in
@@ -21,9 +20,8 @@ void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const
 bool gemm_quantized_x16(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y);
 
 // M <= 8 rows on AVX-512 VNNI (backend/cpu/quant_gemv_vnni.cpp), x rounded per group to x_bits 16 or 8
-// (8: 4-bit weights only):
-// the exact Σ q·xq per group from bytes (vpdpbusd; x16 split into two bytes, x8 as it is), each thread
-// reading its rows in order. False (nothing written) when it does not apply: no VNNI, a group size other
+// (8: 4-bit weights only): the exact Σ q·xq per group from bytes (vpdpbusd; x16 split into two bytes, x8 as
+// it is), each thread reading its rows in order. False (nothing written) when it does not apply: no VNNI, a group size other
 // than 32 / 64 / 128, a non-finite x.
 bool gemv_quantized_bytes(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y,
                           int x_bits);
@@ -42,9 +40,9 @@ void dequantize_row(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_
 void dequantize_row_fast(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_t n, float* dst);
 
 // x row rounded for the 16-bit kernels: per group dx = max|x| / 32767 and x16 = rint(x / dx) in ±32767
-// (deinterleave: even columns first, then odd, the 4-bit GEMV's nibble order) and, given xsum, Σ x per group
-// (f32; the biases' factor). Vectorized on AVX-512 (the same x16). False for a NaN / infinity.
-bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx,
-               float* xsum = nullptr);
+// (deinterleave: even columns first, then odd, the 4-bit GEMV's nibble order), and xsum = Σ x per group
+// (the biases' factor, summed in double then rounded). Vectorized on AVX-512 (the same values). False for a
+// NaN / infinity.
+bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx, float* xsum);
 
 }  // namespace mb::cpu

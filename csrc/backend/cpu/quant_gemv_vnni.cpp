@@ -23,6 +23,7 @@
 #include "backend/cpu/quant.h"
 #include "backend/cpu/quant_round.h"
 #include "backend/cpu/simd.h"
+#include "core/runtime_switch.h"
 #include "core/thread_pool.h"
 
 namespace mb::cpu {
@@ -58,33 +59,21 @@ MB_AVX512_TARGET inline void store_bytes(__m512i v, int64_t k, uint8_t* lo, int8
 template <bool kX8>
 MB_AVX512_TARGET bool prepare_x(const float* x, int64_t K, int gs, int bits, uint8_t* lo, int8_t* hi, float* dx,
                                 float* xsum, int32_t* corr) {
-  const int64_t G = K / gs, half = K / 2;
-  const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
-  const __m512i low_byte = _mm512_set1_epi32(0xFF);
-  const int64_t steps = (K + kStep - 1) / kStep;
-  if (bits == 8 && !kX8) std::fill(corr, corr + steps * 16, 0);
-  alignas(64) int32_t q32[128];
-  for (int64_t g = 0; g < G; ++g) {
-    const int64_t k0 = g * gs;
-    if (!round_group<kX8 ? 127 : 32767>(x + k0, gs, q32, dx + g, xsum + g)) return false;
-    if (bits == 4) {
-      for (int i = 0; i < gs; i += 32) {
-        const __m512i a = _mm512_load_si512(q32 + i), b = _mm512_load_si512(q32 + i + 16);
-        store_bytes<kX8>(_mm512_permutex2var_epi32(a, evens, b), (k0 + i) / 2, lo, hi);
-        store_bytes<kX8>(_mm512_permutex2var_epi32(a, odds, b), half + (k0 + i) / 2, lo, hi);
-      }
-    } else {
-      __m512i lo_sum = _mm512_setzero_si512();
-      for (int i = 0; i < gs; i += 16) {
-        const __m512i v = _mm512_load_si512(q32 + i);
-        store_bytes<kX8>(v, k0 + i, lo, hi);
-        lo_sum = _mm512_add_epi32(lo_sum, _mm512_and_si512(v, low_byte));
-      }
-      // 8-bit x16: 128·Σ lo of the group, in the lane of the step where it starts.
-      if (!kX8) corr[(k0 / kStep) * 16 + (k0 % kStep) / 4] = 128 * _mm512_reduce_add_epi32(lo_sum);
+  // 8-bit x16: 128·Σ lo of each group, in the lane of the step where it starts (stores come in column order).
+  const bool sum_lo = bits == 8 && !kX8;
+  if (sum_lo) std::fill(corr, corr + (K + kStep - 1) / kStep * 16, 0);
+  __m512i lo_sum = _mm512_setzero_si512();
+  const bool ok = round_row<kX8 ? 127 : 32767>(x, K, gs, bits == 4, dx, xsum, [&](__m512i v, int64_t k) MB_AVX512_TARGET {
+    store_bytes<kX8>(v, k, lo, hi);
+    if (!sum_lo) return;
+    lo_sum = _mm512_add_epi32(lo_sum, _mm512_and_si512(v, _mm512_set1_epi32(0xFF)));
+    if ((k + 16) % gs == 0) {  // the group's last 16 columns
+      const int64_t k0 = k + 16 - gs;
+      corr[(k0 / kStep) * 16 + (k0 % kStep) / 4] = 128 * _mm512_reduce_add_epi32(lo_sum);
+      lo_sum = _mm512_setzero_si512();
     }
-  }
+  });
+  if (!ok) return false;
   if (!kX8) std::fill(lo + K, lo + K + kStep, uint8_t(0));
   std::fill(hi + K, hi + K + kStep, int8_t(0));
   return true;
@@ -248,19 +237,12 @@ void gemv_rows(int64_t M, const XRow* xs, const ops::QuantizedMatrix& w, const f
 }  // namespace
 
 namespace {
-std::atomic<int> g_bytes_override{-1};  // set_quant_gemv_bytes: -1 none, 0 off, 1 on
+RuntimeSwitch g_bytes{"MARKBASE_QGEMV_BYTES"};
 }
 
-void set_quant_gemv_bytes(int mode) { g_bytes_override = mode < 0 ? -1 : mode ? 1 : 0; }
+void set_quant_gemv_bytes(int mode) { g_bytes.set(mode); }
 
-bool quant_gemv_bytes_enabled() {
-  static const bool by_default = [] {
-    const char* v = std::getenv("MARKBASE_QGEMV_BYTES");
-    return !(v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0));
-  }();
-  const int mode = g_bytes_override.load(std::memory_order_relaxed);
-  return cpu_has_avx512_vnni() && (mode < 0 ? by_default : mode == 1);
-}
+bool quant_gemv_bytes_enabled() { return cpu_has_avx512_vnni() && g_bytes.enabled(); }
 
 bool gemv_quantized_bytes(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y,
                           int x_bits) {

@@ -13,8 +13,8 @@
 
 namespace mb::cpu {
 
-// One group of x (gs ≤ 128, a multiple of 32) rounded as round_xq (quant.cpp) rounds it on a scalar core — the same f32
-// amax, inverse, product and round-to-nearest-even, so every x16 / x8 is the scalar rounding's — into q32,
+// One group of x (gs ≤ 128, a multiple of 32) rounded as round_x16_scalar (quant.cpp) rounds it — the same
+// f32 amax, inverse, product and round-to-nearest-even, so every x16 / x8 is the scalar rounding's — into q32,
 // with its dx and Σ x (summed in double, then rounded: the f32 nearest the exact sum but in rare
 // double-rounding cases, whatever the order). False for a NaN / infinity.
 template <int QMAX>
@@ -45,6 +45,31 @@ MB_AVX512_TARGET bool round_group(const float* xg, int gs, int32_t* q32, float* 
   for (int i = 0; i < nv; ++i) {
     const __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(v[i], inv_v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm512_storeu_si512(q32 + 16 * i, _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo_v), hi_v)));
+  }
+  return true;
+}
+
+// x [K] rounded a group at a time (round_group), each 16 rounded values handed to store(v, k) with k their
+// first column in the kernel's order — in order, or with deinterleave (the 4-bit kernels' nibble order)
+// even columns to [0, K/2) and odd ones to [K/2, K). dx, xsum: [K / gs]. False for a NaN / infinity.
+template <int QMAX, class Store>
+MB_AVX512_TARGET bool round_row(const float* x, int64_t K, int gs, bool deinterleave, float* dx, float* xsum,
+                                Store&& store) {
+  const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
+  alignas(64) int32_t q32[128];
+  for (int64_t g = 0, k0 = 0; g < K / gs; ++g, k0 += gs) {
+    if (!round_group<QMAX>(x + k0, gs, q32, dx + g, xsum + g)) return false;
+    for (int i = 0; i < gs; i += 32) {
+      const __m512i a = _mm512_load_si512(q32 + i), b = _mm512_load_si512(q32 + i + 16);
+      if (deinterleave) {
+        store(_mm512_permutex2var_epi32(a, evens, b), (k0 + i) / 2);
+        store(_mm512_permutex2var_epi32(a, odds, b), K / 2 + (k0 + i) / 2);
+      } else {
+        store(a, k0 + i);
+        store(b, k0 + i + 16);
+      }
+    }
   }
   return true;
 }
