@@ -231,8 +231,9 @@ def test_linear_quantized_int16_activations(M, N, K, bits, group_size):
 
 
 # Rows whose byte length is not a multiple of 64 (masked tail steps: K = 96, 352, 704), a group spanning two
-# steps (8-bit, 128), N not a multiple of the 4-row tile, up to the GEMV's 8 x rows.
-BYTE_CASES = [(1, 7, 96), (3, 33, 704), (8, 21, 352 * 2), (2, 64, 1536), (1, 5, 256)]
+# steps (8-bit, 128), N not a multiple of the 4-row tile, up to the GEMV's 8 x rows; 526 rows: blocks of 64 rows
+# read as four streams of 16, then a last block of 14 (three 4-row tiles with stride 3, two single rows).
+BYTE_CASES = [(1, 7, 96), (3, 33, 704), (8, 21, 352 * 2), (2, 64, 1536), (1, 5, 256), (2, 526, 1536)]
 BYTE_GRID = [(M, N, K, bits, g) for (M, N, K) in BYTE_CASES for (bits, g) in FORMATS + [(8, 32), (4, 128)]
              if K % g == 0]
 

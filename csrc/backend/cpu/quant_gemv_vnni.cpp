@@ -10,8 +10,8 @@
 // the x16 kernels' up to the order of the f32 sums. With 8-bit activations (as round_x8, int8_activations; 4-bit
 // weights only) x8 takes hi's place and there is no lo: Σ q·x8 in two vpdpbusd per 128 weights. No byte is
 // widened (the 16-bit kernels spend a cross-lane widen per 32 weights, which made 4-bit decode compute-bound on
-// Zen 4), and each thread reads its weight rows in order: one sequential stream of q, one of scales, one of
-// biases.
+// Zen 4). A thread reads a block of rows as four sequential streams (a tile takes one row from each) and
+// prefetches q, scales and biases ahead in every stream.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -32,7 +32,7 @@ namespace mb::cpu {
 namespace {
 
 constexpr int64_t kStep = 64;          // bytes of q per step (one zmm)
-constexpr int64_t kBlockBytes = 192 << 10; // weight bytes a thread claims at a time
+constexpr int64_t kBlockBytes = 384 << 10; // weight bytes a thread claims at a time (192 KiB: 3–10% slower)
 
 // One x row's activations as the kernel reads them (4-bit: even columns, then odd, the nibble order).
 struct XRow {
@@ -132,28 +132,51 @@ MB_AVX512_TARGET inline void step(const uint8_t* q, const __m512i (&xv)[4], __mm
   }
 }
 
-// The same bytes of a later tile's rows (a sequential read stays many lines ahead of the arithmetic), into
-// L1: on Zen 5 from DRAM, 8-bit [65536, 1536] 49 GB/s against 39–45 with prefetcht2, 4-bit [16384, 6144]
+// The same bytes of rows further on in each stream (a sequential read stays many lines ahead of the
+// arithmetic), into L1: on Zen 5 from DRAM, 8-bit [65536, 1536] 49 GB/s against 39–45 with prefetcht2, 4-bit [16384, 6144]
 // 39 against 32 (medians of interleaved runs in a high-bandwidth phase; no shape was slower).
 MB_AVX512_TARGET inline void prefetch_ahead(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 
-// R consecutive weight rows (q: the first, row_bytes apart; s, b: G apart) against one x row, prefetching the
-// rows `ahead` rows further on:
+// Where a tile's R weight rows are: row r's q bytes at q + r·q_stride, its scales and biases at s / b + r·sb_stride.
+// The rows q_ahead bytes (sb_ahead scales) further on in each row's stream are prefetched as the tile is read.
+template <class ST>
+struct TileRows {
+  const uint8_t* q;
+  const ST* s;
+  const ST* b;
+  int64_t q_stride, sb_stride, q_ahead, sb_ahead;
+};
+
+// Prefetches the bytes [p, p + n) into L1, a line at a time.
+MB_AVX512_TARGET inline void prefetch_range(const void* p, int64_t n) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63), end = reinterpret_cast<uintptr_t>(p) + n;
+  for (uintptr_t a = first; a < end; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
+}
+
+// R weight rows (laid out as t says) against one x row:
 // out[r] = Σ_g s[r,g]·dx[g]·Σ_{k∈g} q·x16 + b[r,g]·Σ_{k∈g} x. sdx: scratch [R][G + 16]. The x bytes of a step
 // are loaded once for the R rows, whose accumulators are independent chains.
 template <int R, int BITS, int GS, bool kX8, class ST>
-MB_AVX512_TARGET void tile_dot(const uint8_t* q, int64_t row_bytes, int64_t ahead, const ST* s, const ST* b,
-                               const XRow& x, int64_t K, float* sdx, float* out) {
+MB_AVX512_TARGET void tile_dot(const TileRows<ST>& t, int64_t row_bytes, const XRow& x, int64_t K, float* sdx,
+                               float* out) {
   constexpr int64_t kGroupBytes = GS * BITS / 8;
   const int64_t G = K / GS, half = K / 2, sdx_stride = G + 16;
+  const uint8_t* q = t.q;
+  const ST *s = t.s, *b = t.b;
   __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm512_setzero_ps();
+    // The scales and biases too: left to the hardware prefetcher, their misses stalled every tile's start
+    // (Zen 5 from DRAM: +4–16% on every shape).
+    prefetch_range(s + r * t.sb_stride + t.sb_ahead, G * int64_t(sizeof(ST)));
+    prefetch_range(b + r * t.sb_stride + t.sb_ahead, G * int64_t(sizeof(ST)));
+  }
   for (int64_t g = 0; g < G; g += 16) {  // s·dx per group, and the biases' Σ b·Σx started in acc
     const __mmask16 mask = G - g >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (G - g)) - 1);
     const __m512 dxv = _mm512_maskz_loadu_ps(mask, x.dx + g), xsv = _mm512_maskz_loadu_ps(mask, x.xsum + g);
     for (int r = 0; r < R; ++r) {
-      _mm512_storeu_ps(sdx + r * sdx_stride + g, _mm512_mul_ps(load16_f32_masked(s + r * G + g, mask), dxv));
-      acc[r] = _mm512_fmadd_ps(load16_f32_masked(b + r * G + g, mask), xsv, acc[r]);
+      _mm512_storeu_ps(sdx + r * sdx_stride + g, _mm512_mul_ps(load16_f32_masked(s + r * t.sb_stride + g, mask), dxv));
+      acc[r] = _mm512_fmadd_ps(load16_f32_masked(b + r * t.sb_stride + g, mask), xsv, acc[r]);
     }
   }
   __m512i xv[4];
@@ -165,8 +188,8 @@ MB_AVX512_TARGET void tile_dot(const uint8_t* q, int64_t row_bytes, int64_t ahea
       for (int64_t o = o0; o < o0 + kGroupBytes; o += kStep) {
         load_x<BITS, false, kX8>(x, half, o, 0, xv);
         for (int r = 0; r < R; ++r) {
-          prefetch_ahead(q + (ahead + r) * row_bytes + o);
-          step<BITS, false, kX8>(q + r * row_bytes + o, xv, 0, dl[r], dh[r]);
+          prefetch_ahead(q + r * t.q_stride + t.q_ahead + o);
+          step<BITS, false, kX8>(q + r * t.q_stride + o, xv, 0, dl[r], dh[r]);
         }
       }
       for (int r = 0; r < R; ++r)
@@ -179,9 +202,9 @@ MB_AVX512_TARGET void tile_dot(const uint8_t* q, int64_t row_bytes, int64_t ahea
     auto one_step = [&]<bool kTail>(int64_t o, __mmask64 mask) MB_AVX512_TARGET {
       load_x<BITS, kTail, kX8>(x, half, o, mask, xv);
       for (int r = 0; r < R; ++r) {
-        prefetch_ahead(q + (ahead + r) * row_bytes + o);
+        prefetch_ahead(q + r * t.q_stride + t.q_ahead + o);
         __m512i dl = group_start<BITS, kX8>(x, o), dh = _mm512_setzero_si512();
-        step<BITS, kTail, kX8>(q + r * row_bytes + o, xv, mask, dl, dh);
+        step<BITS, kTail, kX8>(q + r * t.q_stride + o, xv, mask, dl, dh);
         const __m512 sv = _mm512_permutexvar_ps(lane_group, _mm512_loadu_ps(sdx + r * sdx_stride + o / kGroupBytes));
         acc[r] = _mm512_fmadd_ps(sum_of<kX8>(dl, dh), sv, acc[r]);
       }
@@ -195,8 +218,8 @@ MB_AVX512_TARGET void tile_dot(const uint8_t* q, int64_t row_bytes, int64_t ahea
 }
 
 constexpr int kTileRows = 4;
-// How far ahead a tile prefetches: whole tiles, about 6 KiB (one tile of 8-bit rows of 1536; two of 4-bit
-// ones, +7–10% from DRAM on Zen 5 over one; 8 KiB and more were no better or slower).
+// How far ahead a tile prefetches: whole rows of each stream, about 6 KiB over the tile's four (one row of
+// 8-bit rows of 1536, two of 4-bit ones; twice as far was no better, four times slower).
 constexpr int64_t kPrefetchBytes = 6 << 10;
 
 template <int BITS, int GS, bool kX8, class ST>
@@ -211,25 +234,31 @@ void gemv_rows(int64_t M, const XRow* xs, const ops::QuantizedMatrix& w, const f
   const int64_t block_rows =
       std::max<int64_t>(1, std::min(kBlockBytes / row_bytes, N / (4 * threads)) / kTileRows) * kTileRows;
   const int64_t nblocks = (N + block_rows - 1) / block_rows;
+  // A block is read as kTileRows streams: stream r is its rows [r·S, (r + 1)·S), and tile i takes row i of
+  // every stream. The hardware prefetchers then follow four long sequential reads; tiles of four adjacent
+  // rows (four streams of one row each, restarted every tile) read 15–25% slower from DRAM on Zen 5.
+  // Each tile prefetches its streams' rows about kPrefetchBytes of the block ahead.
   const int64_t tile_bytes = kTileRows * row_bytes;
-  const int64_t ahead = kTileRows * std::max<int64_t>(1, (kPrefetchBytes + tile_bytes / 2) / tile_bytes);
+  const int64_t rows_ahead = std::max<int64_t>(1, (kPrefetchBytes + tile_bytes / 2) / tile_bytes);
   std::atomic<int64_t> next_block{0};
   parallel_for(std::min(threads, nblocks), 1, [&](int64_t, int64_t) {
     thread_local std::vector<float> sdx;  // zeros past each row's G scales (lanes of no group multiply 0)
     sdx.assign(size_t(kTileRows * (G + 16)), 0.f);
     float res[kTileRows];
-    auto run = [&]<int R>(int64_t n) {
+    // The tile of rows n + r·stride, r < R.
+    auto run = [&]<int R>(int64_t n, int64_t stride) {
+      const TileRows<ST> t{q + n * row_bytes, scales + n * G, biases + n * G,
+                           stride * row_bytes, stride * G, rows_ahead * row_bytes, rows_ahead * G};
       for (int64_t m = 0; m < M; ++m) {
-        tile_dot<R, BITS, GS, kX8, ST>(q + n * row_bytes, row_bytes, ahead, scales + n * G, biases + n * G, xs[m],
-                                       K, sdx.data(), res);
-        for (int r = 0; r < R; ++r) Y[m * N + n + r] = res[r] + (bias ? bias[n + r] : 0.f);
+        tile_dot<R, BITS, GS, kX8, ST>(t, row_bytes, xs[m], K, sdx.data(), res);
+        for (int r = 0; r < R; ++r) Y[m * N + n + r * stride] = res[r] + (bias ? bias[n + r * stride] : 0.f);
       }
     };
     for (int64_t blk; (blk = next_block.fetch_add(1, std::memory_order_relaxed)) < nblocks;) {
-      const int64_t n1 = std::min(N, (blk + 1) * block_rows);
-      int64_t n = blk * block_rows;
-      for (; n + kTileRows <= n1; n += kTileRows) run.template operator()<kTileRows>(n);
-      for (; n < n1; ++n) run.template operator()<1>(n);
+      const int64_t n0 = blk * block_rows, n1 = std::min(N, n0 + block_rows);
+      const int64_t S = (n1 - n0) / kTileRows;  // rows per stream
+      for (int64_t i = 0; i < S; ++i) run.template operator()<kTileRows>(n0 + i, S);
+      for (int64_t n = n0 + S * kTileRows; n < n1; ++n) run.template operator()<1>(n, 1);
     }
   });
 }
