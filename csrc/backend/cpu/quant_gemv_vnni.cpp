@@ -218,8 +218,9 @@ MB_AVX512_TARGET void tile_dot(const TileRows<ST>& t, int64_t row_bytes, const X
 }
 
 constexpr int kTileRows = 4;
-// How far ahead a tile prefetches: whole rows of each stream, about 6 KiB over the tile's four (one row of
-// 8-bit rows of 1536, two of 4-bit ones; twice as far was no better, four times slower).
+// How far ahead a tile prefetches q: 6 KiB over its four streams, 1.5 KiB in each (one 8-bit row of 1536,
+// two 4-bit ones). Whole rows ahead flooded L1 on long rows (4 x 12 KiB for K = 12288, beside 24 KiB of x):
+// on Zen 5 from DRAM, 8-bit [1536, 12288] 33 -> 44 GB/s, [1536, 6144] 38 -> 46 (high-bandwidth phase).
 constexpr int64_t kPrefetchBytes = 6 << 10;
 
 template <int BITS, int GS, bool kX8, class ST>
@@ -237,7 +238,8 @@ void gemv_rows(int64_t M, const XRow* xs, const ops::QuantizedMatrix& w, const f
   // A block is read as kTileRows streams: stream r is its rows [r·S, (r + 1)·S), and tile i takes row i of
   // every stream. The hardware prefetchers then follow four long sequential reads; tiles of four adjacent
   // rows (four streams of one row each, restarted every tile) read 15–25% slower from DRAM on Zen 5.
-  // Each tile prefetches its streams' rows about kPrefetchBytes of the block ahead.
+  // Each tile prefetches q kPrefetchBytes / kTileRows ahead in each stream, and the scales and biases of the
+  // rows about that far on (at least the next).
   const int64_t tile_bytes = kTileRows * row_bytes;
   const int64_t rows_ahead = std::max<int64_t>(1, (kPrefetchBytes + tile_bytes / 2) / tile_bytes);
   std::atomic<int64_t> next_block{0};
@@ -248,7 +250,7 @@ void gemv_rows(int64_t M, const XRow* xs, const ops::QuantizedMatrix& w, const f
     // The tile of rows n + r·stride, r < R.
     auto run = [&]<int R>(int64_t n, int64_t stride) {
       const TileRows<ST> t{q + n * row_bytes, scales + n * G, biases + n * G,
-                           stride * row_bytes, stride * G, rows_ahead * row_bytes, rows_ahead * G};
+                           stride * row_bytes, stride * G, kPrefetchBytes / kTileRows, rows_ahead * G};
       for (int64_t m = 0; m < M; ++m) {
         tile_dot<R, BITS, GS, kX8, ST>(t, row_bytes, xs[m], K, sdx.data(), res);
         for (int r = 0; r < R; ++r) Y[m * N + n + r * stride] = res[r] + (bias ? bias[n + r * stride] : 0.f);
