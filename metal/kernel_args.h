@@ -84,6 +84,12 @@ struct QuantLinearArgs {
   mb_u32 groups;      // K / group_size
   mb_u32 group_size;
 };
+// linear_quantized_gathered: row r of x [R, K] through matrix ids[r] of E stacked matrices, each as `lin`
+// describes one (M = 1, has_bias = 0: the per-row matvec); out [R, N].
+struct QuantGatheredArgs {
+  QuantLinearArgs lin;
+  mb_u32 E;
+};
 // embedding_quantized: table [N rows, K columns] in `lin`, ids [T] i32, out [T, K] f32.
 struct QuantEmbeddingArgs {
   QuantLinearArgs lin;

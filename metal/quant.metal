@@ -7,6 +7,7 @@
 //       lanes stride over k (as linear.metal's matvec), partial sums reduced with simd_sum.
 //   linear_quantized_tiled_q<bits>_<ST>_<BS>   prefill: a 32 × 32 out tile per threadgroup, x and the
 //       dequantized w staged through threadgroup memory 16 k at a time; 256 threads, 2 × 2 outputs each.
+//   linear_quantized_gathered_q<bits>_<ST>     row r of x through matrix ids[r] of stacked w (the matvec body).
 //   embedding_quantized_q<bits>_<ST>           out[t, d] = dequantized table[ids[t], d] · scale.
 // BS: the bias dtype (bound empty and never read without a bias; the name then repeats ST).
 //
@@ -137,6 +138,38 @@ MB_QLINEAR_KERNELS_S(4, f16, half)
 MB_QLINEAR_KERNELS_S(8, f32, float)
 MB_QLINEAR_KERNELS_S(8, bf16, bf16_t)
 MB_QLINEAR_KERNELS_S(8, f16, half)
+
+// ---- gathered matvec (ops::linear_quantized_gathered): row r of x through matrix ids[r] of the stacked w ----
+// Threadgroup (g, r) computes 16 outputs of row r with the matvec body (M = 1) on matrix ids[r]; an id outside
+// [0, E) (ids come from the device and are not checked by the host) gives a zero row.
+// Bytes per call: reads R·N·K·(Sq + 2·Ss/g) (each row its matrix; decode's top-k rows name distinct experts)
+// + R·K·4 (x) + R·4 (ids), writes R·N·4.
+#define MB_QGATHERED_KERNEL(bits, sd, ST)                                                                          \
+  kernel void linear_quantized_gathered_q##bits##_##sd(                                                           \
+      DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(const uchar) q [[buffer(1)]],                           \
+      DEVICE_PTR(const ST) s [[buffer(2)]], DEVICE_PTR(const ST) b [[buffer(3)]],                                 \
+      DEVICE_PTR(const int) ids [[buffer(4)]], DEVICE_PTR(float) out [[buffer(5)]],                               \
+      constant QuantGatheredArgs& args [[buffer(6)]], MB_THREAD_POSITION) {                                       \
+    const uint r = tgid.y, K = args.lin.K, N = args.lin.N;                                                        \
+    const int e = ids[r];                                                                                         \
+    if (e < 0 || uint(e) >= args.E) {                                                                             \
+      const uint n0 = (tgid.x * (tg_size.x / 32) + simd_group) * kQMatvecRows;                                    \
+      if (simd_lane == 0)                                                                                         \
+        for (uint i = 0; i < kQMatvecRows && n0 + i < N; ++i) out[ulong(r) * N + n0 + i] = 0.0f;                  \
+      return;                                                                                                     \
+    }                                                                                                             \
+    const ulong sb = ulong(e) * N * args.lin.groups;                                                              \
+    qmatvec_body<bits, ST, ST>(x + ulong(r) * K, q + ulong(e) * N * args.lin.row_bytes, s + sb, b + sb, s,          \
+                               out + ulong(r) * N, args.lin, tgid.x, simd_group, simd_lane, tg_size.x / 32);      \
+  }                                                                                                               \
+  MB_REGISTER_KERNEL(linear_quantized_gathered_q##bits##_##sd)
+
+MB_QGATHERED_KERNEL(4, f32, float)
+MB_QGATHERED_KERNEL(4, bf16, bf16_t)
+MB_QGATHERED_KERNEL(4, f16, half)
+MB_QGATHERED_KERNEL(8, f32, float)
+MB_QGATHERED_KERNEL(8, bf16, bf16_t)
+MB_QGATHERED_KERNEL(8, f16, half)
 
 // ---- embedding gather: one thread per output element ----
 template <uint BITS, typename ST>

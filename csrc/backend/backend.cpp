@@ -13,6 +13,9 @@ void Backend::linear_gathered(const Tensor&, const Tensor&, const Tensor&, Tenso
 void Backend::linear_quantized(const Tensor&, const ops::QuantizedMatrix&, const Tensor*, Tensor&, int) const {
   no_kernel("linear_quantized");
 }
+void Backend::linear_quantized_gathered(const Tensor&, const ops::QuantizedMatrix&, const Tensor&, Tensor&, int) const {
+  no_kernel("linear_quantized_gathered");
+}
 void Backend::embedding_quantized(const ops::QuantizedMatrix&, const Tensor&, Tensor&, float) const {
   no_kernel("embedding_quantized");
 }

@@ -42,6 +42,9 @@ class Backend {
   virtual void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
                                 int activation_bits) const;
   virtual void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const;
+  // w: stacked matrices (q [E, N, K·bits/8], scales / biases [E, N, K / group_size]).
+  virtual void linear_quantized_gathered(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out,
+                                         int activation_bits) const;
   // embedding (ops/embedding.h), topk (ops/topk.h)
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out, float scale) const;
   virtual void topk(const Tensor& x, int64_t k, Tensor& values, Tensor& indices) const;

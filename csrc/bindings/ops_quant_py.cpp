@@ -1,4 +1,4 @@
-// markbase._core.ops: quantize, dequantize, linear_quantized, embedding_quantized (ops/quant.h).
+// markbase._core.ops: quantize, dequantize, linear_quantized(_gathered), embedding_quantized (ops/quant.h).
 #include <string>
 
 #include "bindings/registry.h"
@@ -61,6 +61,28 @@ void bind(py::module_& m) {
      "x [..., K] f32 times the dequantized [N, K] matrix transposed (+ bias): [..., N] f32. int16_activations "
      "lets the CPU decode kernel round x per group to 16-bit integers (ops/quant.h); int8_activations lets "
      "its rows with 4-bit weights on AVX-512 VNNI round x to 8-bit integers instead (the rest as int16_activations).");
+  m.def("linear_quantized_gathered", [](const py::object& xo, const py::object& q, const py::object& s,
+                                        const py::object& b, const py::object& ido, int bits, int group_size,
+                                        const py::object& out, const std::string& device, bool reference,
+                                        bool int16_activations, bool int8_activations) {
+    const char* op = "linear_quantized_gathered";
+    Tensor x = as_tensor(xo, op, "x");
+    ops::QuantizedMatrix w = matrix_of(q, s, b, bits, group_size, op);
+    Tensor ids = as_tensor(ido, op, "ids");
+    const int64_t R = x.dim() == 2 ? x.size(0) : 0, N = w.q.dim() == 3 ? w.q.size(1) : 0;
+    Tensor y = out_or_empty(out, op, DType::F32, {R, N});
+    run_ops(device, reference, [&](const Exec& ex) {
+      Exec e = ex;
+      e.int16_activations = int16_activations;
+      e.int8_activations = int8_activations;
+      ops::linear_quantized_gathered(x, w, ids, y, e);
+    });
+    return y;
+  }, py::arg("x"), py::arg("q"), py::arg("scales"), py::arg("biases"), py::arg("ids"), py::kw_only(),
+     py::arg("bits"), py::arg("group_size"), py::arg("out") = py::none(), py::arg("device") = "cpu",
+     py::arg("reference") = false, py::arg("int16_activations") = false, py::arg("int8_activations") = false,
+     "Row r of x [R, K] f32 through matrix ids[r] of the stacked quantized matrices (q [E, N, K·bits/8], "
+     "scales / biases [E, N, K/group_size]): [R, N] f32, each row as linear_quantized computes it alone.");
   m.def("_quant_gemv_simd", [] {
     return std::string(cpu::cpu_has_avx512_vnni() ? "avx512-vnni" : cpu::cpu_has_avx2() ? "avx2" : "portable");
   }, "Kernels of the CPU quantized decode GEMV: 'avx512-vnni' (16-bit activations on AVX-512 VNNI for groups of "

@@ -171,6 +171,45 @@ void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* b
          [&](const Backend& b) { b.linear_quantized(x, w, bias, out, activation_bits(ex, w)); });
 }
 
+void linear_quantized_gathered(const Tensor& x, const QuantizedMatrix& w, const Tensor& ids, Tensor& out,
+                               const Exec& ex) {
+  Check c{"linear_quantized_gathered"};
+  c.rank(w.q, "w.q", 3);
+  c.rank(w.scales, "w.scales", 3);
+  c.rank(w.biases, "w.biases", 3);
+  const int64_t E = w.q.size(0);
+  if (E < 1) c.fail(cat("w.q ", w.q.describe(), " holds no matrices"));
+  if (w.scales.size(0) != E || w.biases.size(0) != E)
+    c.fail(cat("w.scales ", w.scales.describe(), " and w.biases ", w.biases.describe(), " must hold the ", E,
+               " matrices of w.q ", w.q.describe()));
+  QuantizedMatrix first = w;  // every matrix has the shapes of the first
+  first.q = w.q.select(0, 0);
+  first.scales = w.scales.select(0, 0);
+  first.biases = w.biases.select(0, 0);
+  check_quantized(first, c.op, "w[0]");
+  c.contiguous(w.q, "w.q");
+  c.contiguous(w.scales, "w.scales");
+  c.contiguous(w.biases, "w.biases");
+  c.rank(x, "x", 2);
+  c.dtype(x, "x", {DType::F32});
+  c.contiguous(x, "x");
+  c.rank(ids, "ids", 1);
+  c.dtype(ids, "ids", {DType::I32});
+  c.contiguous(ids, "ids");
+  const int64_t R = x.size(0), K = x.size(1), N = first.rows();
+  if (first.cols() != K)
+    c.fail(cat("w's matrices hold ", N, " × ", first.cols(), " values; x ", x.describe(), " needs ", K, " columns"));
+  c.size(ids, "ids", 0, R, "one matrix index per row of x");
+  c.output(out, "out", {R, N}, DType::F32);
+  c.no_alias(out, "out", x, "x");
+  c.no_alias(out, "out", w.q, "w.q");
+  c.no_alias(out, "out", ids, "ids");
+  run_op(c.op, ex, {&x, &w.q, &w.scales, &w.biases, &ids}, {&out}, [&](const Backend& b) {
+    if (!b.deferred()) c.indices_in_range(ids, "ids", E, "w's matrices");
+    b.linear_quantized_gathered(x, w, ids, out, activation_bits(ex, w));
+  });
+}
+
 void embedding_quantized(const QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale, const Exec& ex) {
   Check c{"embedding_quantized"};
   check_quantized(table, c.op, "table");
@@ -207,6 +246,11 @@ LinearWeight LinearWeight::expert(int64_t e) const {
 void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out, const Exec& ex) {
   if (w.quantized()) linear_quantized(x, w.quant, bias, out, ex);
   else linear(x, w.dense, bias, out, ex);
+}
+
+void linear_gathered(const Tensor& x, const LinearWeight& w, const Tensor& ids, Tensor& out, const Exec& ex) {
+  if (w.quantized()) linear_quantized_gathered(x, w.quant, ids, out, ex);
+  else linear_gathered(x, w.dense, ids, out, ex);
 }
 
 void embedding(const LinearWeight& table, const Tensor& ids, Tensor& out, float scale, const Exec& ex) {

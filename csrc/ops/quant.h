@@ -39,6 +39,15 @@ int activation_bits(const Exec& ex, const QuantizedMatrix& w);
 // two vpdpbusd per 128 weights instead of four); everything else as with int16_activations.
 void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* bias, Tensor& out, const Exec& ex = {});
 
+// out[r] = x[r] · W_{ids[r]}ᵀ: each row of x through the matrix its id selects among E stacked ones, as
+// linear_quantized computes that row alone (with ex's activation rounding; no bias):
+//   x: [R, K] f32 contiguous; w: q [E, N, K·bits/8], scales / biases [E, N, K / group_size]; ids: [R] i32 in
+//   [0, E) (checked on the host where ids are; a deferred backend writes a zero row for a bad id); out: [R, N] f32.
+// On the CPU the decode kernel reads every row's matrix in one call (one wake of the thread pool for a MoE
+// layer's top-k experts instead of one per expert).
+void linear_quantized_gathered(const Tensor& x, const QuantizedMatrix& w, const Tensor& ids, Tensor& out,
+                               const Exec& ex = {});
+
 // out[t] = dequantized row ids[t] of table · scale: ids [T] i32 in [0, rows); out [T, cols] f32.
 void embedding_quantized(const QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale,
                          const Exec& ex = {});
@@ -62,6 +71,9 @@ struct LinearWeight {
 };
 
 void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out, const Exec& ex = {});
+// w: stacked matrices ([E, N, K] dense, or quantized with a leading E): ops::linear_gathered or
+// linear_quantized_gathered.
+void linear_gathered(const Tensor& x, const LinearWeight& w, const Tensor& ids, Tensor& out, const Exec& ex = {});
 void embedding(const LinearWeight& table, const Tensor& ids, Tensor& out, float scale, const Exec& ex = {});
 
 }  // namespace mb::ops

@@ -17,6 +17,7 @@ class MeasureBackend final : public Backend {
   void linear(const Tensor&, const Tensor&, const Tensor*, Tensor&, bool) const override {}
   void linear_gathered(const Tensor&, const Tensor&, const Tensor&, Tensor&) const override {}
   void linear_quantized(const Tensor&, const ops::QuantizedMatrix&, const Tensor*, Tensor&, int) const override {}
+  void linear_quantized_gathered(const Tensor&, const ops::QuantizedMatrix&, const Tensor&, Tensor&, int) const override {}
   void embedding_quantized(const ops::QuantizedMatrix&, const Tensor&, Tensor&, float) const override {}
   void embedding(const Tensor&, const Tensor&, Tensor&, float) const override {}
   void topk(const Tensor&, int64_t, Tensor&, Tensor&) const override {}

@@ -33,6 +33,11 @@ class CpuBackend final : public Backend {
                         int activation_bits) const override {
     ref_ ? cpu::linear_quantized_ref(x, w, bias, out) : cpu::linear_quantized_fast(x, w, bias, out, activation_bits);
   }
+  void linear_quantized_gathered(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out,
+                                 int activation_bits) const override {
+    ref_ ? cpu::linear_quantized_gathered_ref(x, w, ids, out)
+         : cpu::linear_quantized_gathered_fast(x, w, ids, out, activation_bits);
+  }
   void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const override {
     cpu::embedding_quantized(table, ids, out, scale);  // a gather: one kernel serves as reference and fast
   }

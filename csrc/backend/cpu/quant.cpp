@@ -571,6 +571,39 @@ void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const
   });
 }
 
+namespace {
+// Matrix e of stacked quantized matrices (views).
+ops::QuantizedMatrix matrix_of(const ops::QuantizedMatrix& w, int64_t e) {
+  ops::QuantizedMatrix m = w;
+  m.q = w.q.select(0, e);
+  m.scales = w.scales.select(0, e);
+  m.biases = w.biases.select(0, e);
+  return m;
+}
+}  // namespace
+
+void linear_quantized_gathered_ref(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out) {
+  for (int64_t r = 0; r < x.size(0); ++r) {
+    Tensor out_row = out.slice(0, r, r + 1);
+    linear_quantized_ref(x.slice(0, r, r + 1), matrix_of(w, id_at(ids, r)), nullptr, out_row);
+  }
+}
+
+void linear_quantized_gathered_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out,
+                                    int activation_bits) {
+  const int64_t R = x.size(0);
+  if (R == 0 || w.q.size(1) == 0) return;
+  // All rows in one call of the byte kernel where linear_quantized_fast would take it for a single row.
+  if (activation_bits && (activation_bits == 8 || quant_gemv_bytes_enabled()) &&
+      gemv_quantized_bytes_gathered(R, x.data_as<const float>(), w, ids.data_as<const int32_t>(), out.data_as<float>(),
+                                    activation_bits))
+    return;
+  for (int64_t r = 0; r < R; ++r) {
+    Tensor out_row = out.slice(0, r, r + 1);
+    linear_quantized_fast(x.slice(0, r, r + 1), matrix_of(w, id_at(ids, r)), nullptr, out_row, activation_bits);
+  }
+}
+
 void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) {
   const int64_t T = ids.size(0), D = table.cols();
   if (T == 0 || D == 0) return;

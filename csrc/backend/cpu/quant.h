@@ -14,6 +14,13 @@ void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const 
 // AVX-512 VNNI with activation_bits 16 or 8, gemm_quantized_x16.
 void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
                            int activation_bits);
+// ops::linear_quantized_gathered: row r of x [R, K] through matrix ids[r] of the stacked w (q [E, N, K·bits/8],
+// scales / biases [E, N, G]) into out [R, N]. ref: linear_quantized_ref per row. fast: the decode byte kernel for
+// all rows at once where it applies (gemv_quantized_bytes_gathered), else linear_quantized_fast per row; either
+// way each row's values are linear_quantized_fast's for that row alone.
+void linear_quantized_gathered_ref(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out);
+void linear_quantized_gathered_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out,
+                                    int activation_bits);
 // M > 8 rows on AVX-512 VNNI with int16_activations (backend/cpu/quant_gemm.cpp): x rounded per group as in
 // the decode kernel, Σ q·x16 exact in int32 (vpdpwssd), s·dx·Σ + b·Σx per group in f32. False (nothing
 // written) when it does not apply: no VNNI, a group size other than 32 / 64 / 128, or a non-finite x.
@@ -25,6 +32,11 @@ bool gemm_quantized_x16(int64_t M, const float* X, const ops::QuantizedMatrix& w
 // than 32 / 64 / 128, a non-finite x.
 bool gemv_quantized_bytes(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y,
                           int x_bits);
+// Row r of X [R, K] through matrix ids[r] of the stacked w (q [E, N, K·bits/8], scales / biases [E, N, G]) into
+// Y [R, N], every row's blocks claimed by both threads from one counter (one pool wake for all rows); each row's
+// values are gemv_quantized_bytes' for that row alone. False (nothing written) when it does not apply.
+bool gemv_quantized_bytes_gathered(int64_t R, const float* X, const ops::QuantizedMatrix& w, const int32_t* ids,
+                                   float* Y, int x_bits);
 // Whether the decode GEMV with 16-bit x takes gemv_quantized_bytes (default on with VNNI; MARKBASE_QGEMV_BYTES=0 keeps
 // the 16-bit-lane kernels); set_quant_gemv_bytes(0 / 1 / -1 = back to the environment) for tests and A/B runs.
 bool quant_gemv_bytes_enabled();

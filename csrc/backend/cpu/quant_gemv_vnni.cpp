@@ -223,18 +223,27 @@ constexpr int kTileRows = 4;
 // on Zen 5 from DRAM, 8-bit [1536, 12288] 33 -> 44 GB/s, [1536, 6144] 38 -> 46 (high-bandwidth phase).
 constexpr int64_t kPrefetchBytes = 6 << 10;
 
+// One matrix of a call and the x rows it multiplies: Y[m·ldy + n] = row n of the matrix · x_m (+ bias[n]).
+template <class ST>
+struct GemvJob {
+  const uint8_t* q;  // [N, row_bytes]
+  const ST* scales;  // [N, G]
+  const ST* biases;  // [N, G]
+  const XRow* xs;    // [M]
+  int64_t M;
+  float* Y;
+};
+
+// Every job's rows, in blocks claimed from one counter by all threads (one wake of the pool for the call).
 template <int BITS, int GS, bool kX8, class ST>
-void gemv_rows(int64_t M, const XRow* xs, const ops::QuantizedMatrix& w, const float* bias, float* Y) {
-  const int64_t N = w.rows(), K = w.cols(), G = K / GS, row_bytes = w.q.size(1);
-  const uint8_t* q = w.q.data_as<const uint8_t>();
-  const ST* scales = w.scales.data_as<const ST>();
-  const ST* biases = w.biases.data_as<const ST>();
-  // Blocks of consecutive rows, claimed from a counter: small enough that both threads get several on the
-  // smallest projections, large enough that a block is a long sequential read.
+void gemv_jobs(const GemvJob<ST>* jobs, int64_t njobs, int64_t N, int64_t K, int64_t ldy, const float* bias) {
+  const int64_t G = K / GS, row_bytes = K * BITS / 8;
+  // Blocks of consecutive rows: small enough that both threads get several on the smallest calls, large
+  // enough that a block is a long sequential read.
   const int64_t threads = ThreadPool::global().num_threads();
   const int64_t block_rows =
-      std::max<int64_t>(1, std::min(kBlockBytes / row_bytes, N / (4 * threads)) / kTileRows) * kTileRows;
-  const int64_t nblocks = (N + block_rows - 1) / block_rows;
+      std::max<int64_t>(1, std::min(kBlockBytes / row_bytes, njobs * N / (4 * threads)) / kTileRows) * kTileRows;
+  const int64_t blocks_per_job = (N + block_rows - 1) / block_rows, nblocks = njobs * blocks_per_job;
   // A block is read as kTileRows streams: stream r is its rows [r·S, (r + 1)·S), and tile i takes row i of
   // every stream. The hardware prefetchers then follow four long sequential reads; tiles of four adjacent
   // rows (four streams of one row each, restarted every tile) read 15–25% slower from DRAM on Zen 5.
@@ -247,22 +256,78 @@ void gemv_rows(int64_t M, const XRow* xs, const ops::QuantizedMatrix& w, const f
     thread_local std::vector<float> sdx;  // zeros past each row's G scales (lanes of no group multiply 0)
     sdx.assign(size_t(kTileRows * (G + 16)), 0.f);
     float res[kTileRows];
-    // The tile of rows n + r·stride, r < R.
-    auto run = [&]<int R>(int64_t n, int64_t stride) {
-      const TileRows<ST> t{q + n * row_bytes, scales + n * G, biases + n * G,
+    // The tile of rows n + r·stride, r < R, of job j.
+    auto run = [&]<int R>(const GemvJob<ST>& j, int64_t n, int64_t stride) {
+      const TileRows<ST> t{j.q + n * row_bytes, j.scales + n * G, j.biases + n * G,
                            stride * row_bytes, stride * G, kPrefetchBytes / kTileRows, rows_ahead * G};
-      for (int64_t m = 0; m < M; ++m) {
-        tile_dot<R, BITS, GS, kX8, ST>(t, row_bytes, xs[m], K, sdx.data(), res);
-        for (int r = 0; r < R; ++r) Y[m * N + n + r * stride] = res[r] + (bias ? bias[n + r * stride] : 0.f);
+      for (int64_t m = 0; m < j.M; ++m) {
+        tile_dot<R, BITS, GS, kX8, ST>(t, row_bytes, j.xs[m], K, sdx.data(), res);
+        for (int r = 0; r < R; ++r) j.Y[m * ldy + n + r * stride] = res[r] + (bias ? bias[n + r * stride] : 0.f);
       }
     };
     for (int64_t blk; (blk = next_block.fetch_add(1, std::memory_order_relaxed)) < nblocks;) {
-      const int64_t n0 = blk * block_rows, n1 = std::min(N, n0 + block_rows);
+      const GemvJob<ST>& j = jobs[blk / blocks_per_job];
+      const int64_t n0 = blk % blocks_per_job * block_rows, n1 = std::min(N, n0 + block_rows);
       const int64_t S = (n1 - n0) / kTileRows;  // rows per stream
-      for (int64_t i = 0; i < S; ++i) run.template operator()<kTileRows>(n0 + i, S);
-      for (int64_t n = n0 + S * kTileRows; n < n1; ++n) run.template operator()<1>(n, 1);
+      for (int64_t i = 0; i < S; ++i) run.template operator()<kTileRows>(j, n0 + i, S);
+      for (int64_t n = n0 + S * kTileRows; n < n1; ++n) run.template operator()<1>(j, n, 1);
     }
   });
+}
+
+// The x rows [M, K] rounded and split for the kernel, into buffers of the calling thread; false for a
+// non-finite x.
+bool prepare_rows(int64_t M, const float* X, int64_t K, int gs, int bits, int x_bits, std::vector<XRow>& xs) {
+  const int64_t G = K / gs, steps = (K * bits / 8 + kStep - 1) / kStep, padded = K + kStep;
+  thread_local std::vector<uint8_t> lo;
+  thread_local std::vector<int8_t> hi;
+  thread_local std::vector<float> dx, xsum;
+  thread_local std::vector<int32_t> corr;
+  lo.resize(size_t(M * padded));  // (unused with x8)
+  hi.resize(size_t(M * padded));
+  dx.resize(size_t(M * G));
+  xsum.resize(size_t(M * G));
+  corr.resize(size_t(M * steps * 16));
+  xs.resize(size_t(M));
+  for (int64_t m = 0; m < M; ++m) {
+    uint8_t* lo_m = lo.data() + m * padded;
+    int8_t* hi_m = hi.data() + m * padded;
+    float *dx_m = dx.data() + m * G, *xsum_m = xsum.data() + m * G;
+    int32_t* corr_m = corr.data() + m * steps * 16;
+    const bool ok = x_bits == 8 ? prepare_x<true>(X + m * K, K, gs, bits, lo_m, hi_m, dx_m, xsum_m, corr_m)
+                                : prepare_x<false>(X + m * K, K, gs, bits, lo_m, hi_m, dx_m, xsum_m, corr_m);
+    if (!ok) return false;
+    xs[size_t(m)] = {lo_m, hi_m, dx_m, xsum_m, corr_m};
+  }
+  return true;
+}
+
+// Whether the byte kernel serves w with x rounded to x_bits.
+bool bytes_apply(const ops::QuantizedMatrix& w, int x_bits) {
+  const int gs = w.group_size;
+  return cpu_has_avx512_vnni() && (gs == 32 || gs == 64 || gs == 128) && (x_bits == 16 || (x_bits == 8 && w.bits == 4));
+}
+
+// Runs the jobs with the kernel instance for w's format and x_bits.
+template <class ST>
+void run_jobs(const ops::QuantizedMatrix& w, int x_bits, const std::vector<GemvJob<ST>>& jobs, int64_t N, int64_t K,
+              int64_t ldy, const float* bias) {
+  auto run = [&]<int BITS, int GS>() {
+    if constexpr (BITS == 4) {
+      if (x_bits == 8) return gemv_jobs<BITS, GS, true, ST>(jobs.data(), int64_t(jobs.size()), N, K, ldy, bias);
+    }
+    gemv_jobs<BITS, GS, false, ST>(jobs.data(), int64_t(jobs.size()), N, K, ldy, bias);
+  };
+  const int gs = w.group_size;
+  if (w.bits == 8) {
+    if (gs == 32) run.template operator()<8, 32>();
+    else if (gs == 64) run.template operator()<8, 64>();
+    else run.template operator()<8, 128>();
+  } else {
+    if (gs == 32) run.template operator()<4, 32>();
+    else if (gs == 64) run.template operator()<4, 64>();
+    else run.template operator()<4, 128>();
+  }
 }
 
 }  // namespace
@@ -277,49 +342,35 @@ bool quant_gemv_bytes_enabled() { return cpu_has_avx512_vnni() && g_bytes.enable
 
 bool gemv_quantized_bytes(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y,
                           int x_bits) {
-  const int gs = w.group_size, bits = w.bits;
   const int64_t N = w.rows(), K = w.cols();
-  if (!cpu_has_avx512_vnni() || (gs != 32 && gs != 64 && gs != 128) || M <= 0 || M > 8 || N <= 0 || K <= 0 ||
-      (x_bits != 8 && x_bits != 16) || (x_bits == 8 && bits != 4))
-    return false;
-  const int64_t G = K / gs, steps = (K * bits / 8 + kStep - 1) / kStep, padded = K + kStep;
-  thread_local std::vector<uint8_t> lo;
-  thread_local std::vector<int8_t> hi;
-  thread_local std::vector<float> dx, xsum;
-  thread_local std::vector<int32_t> corr;
-  lo.resize(size_t(M * padded));  // (unused with x8)
-  hi.resize(size_t(M * padded));
-  dx.resize(size_t(M * G));
-  xsum.resize(size_t(M * G));
-  corr.resize(size_t(M * steps * 16));
-  XRow xs[8];  // M ≤ 8
-  for (int64_t m = 0; m < M; ++m) {
-    uint8_t* lo_m = lo.data() + m * padded;
-    int8_t* hi_m = hi.data() + m * padded;
-    float *dx_m = dx.data() + m * G, *xsum_m = xsum.data() + m * G;
-    int32_t* corr_m = corr.data() + m * steps * 16;
-    const bool ok = x_bits == 8 ? prepare_x<true>(X + m * K, K, gs, bits, lo_m, hi_m, dx_m, xsum_m, corr_m)
-                                : prepare_x<false>(X + m * K, K, gs, bits, lo_m, hi_m, dx_m, xsum_m, corr_m);
-    if (!ok) return false;
-    xs[m] = {lo_m, hi_m, dx_m, xsum_m, corr_m};
-  }
+  if (!bytes_apply(w, x_bits) || M <= 0 || M > 8 || N <= 0 || K <= 0) return false;
+  thread_local std::vector<XRow> xs;
+  if (!prepare_rows(M, X, K, w.group_size, w.bits, x_bits, xs)) return false;
   dispatch_float(w.scales.dtype(), [&](auto tag) {
     using ST = decltype(tag);
-    auto run = [&]<int BITS, int GS>() {
-      if constexpr (BITS == 4) {
-        if (x_bits == 8) return gemv_rows<BITS, GS, true, ST>(M, xs, w, bias, Y);
-      }
-      gemv_rows<BITS, GS, false, ST>(M, xs, w, bias, Y);
-    };
-    if (bits == 8) {
-      if (gs == 32) run.template operator()<8, 32>();
-      else if (gs == 64) run.template operator()<8, 64>();
-      else run.template operator()<8, 128>();
-    } else {
-      if (gs == 32) run.template operator()<4, 32>();
-      else if (gs == 64) run.template operator()<4, 64>();
-      else run.template operator()<4, 128>();
+    const std::vector<GemvJob<ST>> jobs{{w.q.data_as<const uint8_t>(), w.scales.data_as<const ST>(),
+                                         w.biases.data_as<const ST>(), xs.data(), M, Y}};
+    run_jobs<ST>(w, x_bits, jobs, N, K, N, bias);
+  });
+  return true;
+}
+
+bool gemv_quantized_bytes_gathered(int64_t R, const float* X, const ops::QuantizedMatrix& w, const int32_t* ids,
+                                   float* Y, int x_bits) {
+  const int64_t E = w.q.size(0), N = w.q.size(1), K = w.scales.size(2) * w.group_size;
+  if (!bytes_apply(w, x_bits) || R <= 0 || N <= 0 || K <= 0) return false;
+  thread_local std::vector<XRow> xs;
+  if (!prepare_rows(R, X, K, w.group_size, w.bits, x_bits, xs)) return false;
+  const int64_t G = K / w.group_size, row_bytes = w.q.size(2);
+  dispatch_float(w.scales.dtype(), [&](auto tag) {
+    using ST = decltype(tag);
+    std::vector<GemvJob<ST>> jobs(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t e = std::clamp<int64_t>(ids[r], 0, E - 1);  // (the front door checked the range)
+      jobs[size_t(r)] = {w.q.data_as<const uint8_t>() + e * N * row_bytes, w.scales.data_as<const ST>() + e * N * G,
+                         w.biases.data_as<const ST>() + e * N * G, xs.data() + r, 1, Y + r * N};
     }
+    run_jobs<ST>(w, x_bits, jobs, N, K, N, nullptr);
   });
   return true;
 }
@@ -329,6 +380,9 @@ bool gemv_quantized_bytes(int64_t M, const float* X, const ops::QuantizedMatrix&
 void set_quant_gemv_bytes(int) {}
 bool quant_gemv_bytes_enabled() { return false; }
 bool gemv_quantized_bytes(int64_t, const float*, const ops::QuantizedMatrix&, const float*, float*, int) {
+  return false;
+}
+bool gemv_quantized_bytes_gathered(int64_t, const float*, const ops::QuantizedMatrix&, const int32_t*, float*, int) {
   return false;
 }
 

@@ -56,6 +56,10 @@ class MetalBackend final : public Backend {
                         int) const override {
     metal::linear_quantized(L(), x, w, bias, out);
   }
+  void linear_quantized_gathered(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out,
+                                 int) const override {
+    metal::linear_quantized_gathered(L(), x, w, ids, out);
+  }
   void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const override {
     metal::embedding_quantized(L(), table, ids, out, scale);
   }

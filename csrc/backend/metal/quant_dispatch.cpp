@@ -10,7 +10,9 @@ namespace mb::metal {
 
 namespace {
 
-static_assert(sizeof(QuantLinearArgs) == 7 * 4 && sizeof(QuantEmbeddingArgs) == 9 * 4, "kernel_args.h layout changed");
+static_assert(sizeof(QuantLinearArgs) == 7 * 4 && sizeof(QuantEmbeddingArgs) == 9 * 4 &&
+                  sizeof(QuantGatheredArgs) == 8 * 4,
+              "kernel_args.h layout changed");
 
 constexpr int64_t kMatvecMaxM = 4;
 constexpr uint32_t kMatvecRowsPerSimdgroup = 4, kMatvecSimdgroups = 4;  // 16 rows of w per threadgroup
@@ -61,6 +63,31 @@ void linear_quantized(KernelLauncher& L, const Tensor& x, const ops::QuantizedMa
     d.grid = {ceil_div(a.N, kTile), ceil_div(a.M, kTile), 1};
     d.group = {kTiledThreads, 1, 1};
   }
+  L.dispatch(d);
+}
+
+void linear_quantized_gathered(KernelLauncher& L, const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids,
+                               Tensor& out) {
+  const int64_t R = x.size(0), E = w.q.size(0);
+  if (R == 0 || w.q.size(1) == 0) return;
+  if (ids.dtype() != DType::I32)
+    throw DeviceError(cat("linear_quantized_gathered: the Metal kernel takes i32 ids, got ", dtype_name(ids.dtype())));
+  ops::QuantizedMatrix first = w;  // one matrix's shape (the kernel offsets by ids[r] in 64 bits)
+  first.q = w.q.select(0, 0);
+  first.scales = w.scales.select(0, 0);
+  first.biases = w.biases.select(0, 0);
+  QuantGatheredArgs g{};
+  g.lin = args_of(first, 1, false, "linear_quantized_gathered");
+  g.E = checked_u32(E, "linear_quantized_gathered", "E");
+  checked_u32(R * w.q.size(1), "linear_quantized_gathered", "R*N");
+  checked_u32(R * first.cols(), "linear_quantized_gathered", "R*K");
+  Dispatch d;
+  d.kernel = cat("linear_quantized_gathered_q", w.bits, "_", kernel_dtype_suffix(w.scales.dtype(), "linear_quantized_gathered"));
+  d.buffers = {BufferBinding::input(x), BufferBinding::input(w.q), BufferBinding::input(w.scales),
+               BufferBinding::input(w.biases), BufferBinding::input(ids), BufferBinding::output(out)};
+  d.set_args(g);
+  d.grid = {ceil_div(g.lin.N, kMatvecRowsPerSimdgroup * kMatvecSimdgroups), uint32_t(R), 1};
+  d.group = {32 * kMatvecSimdgroups, 1, 1};
   L.dispatch(d);
 }
 

@@ -8,6 +8,9 @@
 namespace mb::metal {
 
 void linear_quantized(KernelLauncher& L, const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out);
+// Row r of x [R, K] through matrix ids[r] of the stacked w (q [E, N, row_bytes], scales / biases [E, N, groups]).
+void linear_quantized_gathered(KernelLauncher& L, const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids,
+                               Tensor& out);
 // ids: i32 (DeviceError for i64 ids, which no model passes).
 void embedding_quantized(KernelLauncher& L, const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out,
                          float scale);

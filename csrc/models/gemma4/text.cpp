@@ -464,8 +464,7 @@ void TextDecoder::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor
   Tensor e_in = A.tensor(DType::F32, {T, H});
   ops::rms_norm(r, lw.pre_feedforward_layernorm_2, eps, e_in, st.ex);
   Tensor acc = A.tensor(DType::F32, {T, H});
-  // Quantized experts always take the grouped path (no gathered quantized kernel: one host sync per layer).
-  if (T * K <= kMoeGatheredRows && !lw.experts_gate_up_proj.quantized()) moe_experts_gathered(st, lw, e_in, top_w, top_i, acc, T);
+  if (T * K <= kMoeGatheredRows) moe_experts_gathered(st, lw, e_in, top_w, top_i, acc, T);
   else moe_experts_grouped(st, lw, e_in, top_w, top_i, acc, T);
   ops::rms_norm(acc, lw.post_feedforward_layernorm_2, eps, acc, st.ex);
   name_intermediate(acc, "ffn_moe_out", l);
@@ -488,18 +487,18 @@ void TextDecoder::moe_experts_gathered(DecoderState& st, const TextLayerWeights&
   ops::embedding(e_in, row_token, rows_in, 1.0f, st.ex);  // each token's row once per chosen expert
   Tensor a = A.tensor(DType::F32, {R, I}), up = A.tensor(DType::F32, {R, I});
   if (lw.experts_up_proj.defined()) {  // gate and up stored apart (MLX)
-    ops::linear_gathered(rows_in, lw.experts_gate_up_proj.dense, expert_of_row, a, st.ex);
-    ops::linear_gathered(rows_in, lw.experts_up_proj.dense, expert_of_row, up, st.ex);
+    ops::linear_gathered(rows_in, lw.experts_gate_up_proj, expert_of_row, a, st.ex);
+    ops::linear_gathered(rows_in, lw.experts_up_proj, expert_of_row, up, st.ex);
   } else {
     Tensor gu = A.tensor(DType::F32, {R, 2 * I});
-    ops::linear_gathered(rows_in, lw.experts_gate_up_proj.dense, expert_of_row, gu, st.ex);
+    ops::linear_gathered(rows_in, lw.experts_gate_up_proj, expert_of_row, gu, st.ex);
     // [gate | up] = gu split along the last dim
     ops::copy(gu.slice(1, 0, I), a, st.ex);
     ops::copy(gu.slice(1, I, 2 * I), up, st.ex);
   }
   gelu_gate(st.ex, a, up);  // a = gelu_tanh(gate) · up
   Tensor out = A.tensor(DType::F32, {R, H});
-  ops::linear_gathered(a, lw.experts_down_proj.dense, expert_of_row, out, st.ex);
+  ops::linear_gathered(a, lw.experts_down_proj, expert_of_row, out, st.ex);
   // acc[t] = Σ_j w · out over token t's rows, j in increasing expert id (route_weights sorted them).
   ops::copy(moe_zeros_.slice(0, 0, T), acc, st.ex);
   ops::index_add(acc, row_token, out, &weight_of_row, st.ex);

@@ -36,6 +36,10 @@ class ToyBackend final : public Backend {
                         int activation_bits) const override {
     cpu("linear_quantized").linear_quantized(x, w, bias, out, activation_bits);
   }
+  void linear_quantized_gathered(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out,
+                                 int activation_bits) const override {
+    cpu("linear_quantized_gathered").linear_quantized_gathered(x, w, ids, out, activation_bits);
+  }
   void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const override {
     cpu("embedding_quantized").embedding_quantized(table, ids, out, scale);
   }
