@@ -28,8 +28,8 @@ bool gemm_quantized_x16(int64_t M, const float* X, const ops::QuantizedMatrix& w
 
 // M <= 8 rows on AVX-512 VNNI (backend/cpu/quant_gemv_vnni.cpp), x rounded per group to x_bits 16 or 8
 // (8: 4-bit weights only): the exact Σ q·xq per group from bytes (vpdpbusd; x16 split into two bytes, x8 as
-// it is), each thread reading its rows in order. False (nothing written) when it does not apply: no VNNI, a group size other
-// than 32 / 64 / 128, a non-finite x.
+// it is), each block of rows read as four sequential streams. False (nothing written) when it does not apply:
+// no VNNI, a group size other than 32 / 64 / 128, a non-finite x.
 bool gemv_quantized_bytes(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y,
                           int x_bits);
 // Row r of X [R, K] through matrix ids[r] of the stacked w (q [E, N, K·bits/8], scales / biases [E, N, G]) into
