@@ -21,6 +21,14 @@ struct QuantizedMatrix {
   bool defined() const { return bits != 0; }
   int64_t rows() const { return q.size(0); }
   int64_t cols() const { return q.size(1) * 8 / bits; }
+  // Matrix e of stacked matrices (q [E, rows, ...], scales / biases [E, rows, ...]), as views.
+  QuantizedMatrix matrix(int64_t e) const {
+    QuantizedMatrix m = *this;
+    m.q = q.select(0, e);
+    m.scales = scales.select(0, e);
+    m.biases = biases.select(0, e);
+    return m;
+  }
 };
 
 // attention (ops/attention.h)

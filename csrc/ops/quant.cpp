@@ -182,10 +182,7 @@ void linear_quantized_gathered(const Tensor& x, const QuantizedMatrix& w, const 
   if (w.scales.size(0) != E || w.biases.size(0) != E)
     c.fail(cat("w.scales ", w.scales.describe(), " and w.biases ", w.biases.describe(), " must hold the ", E,
                " matrices of w.q ", w.q.describe()));
-  QuantizedMatrix first = w;  // every matrix has the shapes of the first
-  first.q = w.q.select(0, 0);
-  first.scales = w.scales.select(0, 0);
-  first.biases = w.biases.select(0, 0);
+  const QuantizedMatrix first = w.matrix(0);  // every matrix has the shapes of the first
   check_quantized(first, c.op, "w[0]");
   c.contiguous(w.q, "w.q");
   c.contiguous(w.scales, "w.scales");
@@ -236,10 +233,7 @@ LinearWeight LinearWeight::expert(int64_t e) const {
     w.dense = dense.select(0, e);
     return w;
   }
-  w.quant = quant;
-  w.quant.q = quant.q.select(0, e);
-  w.quant.scales = quant.scales.select(0, e);
-  w.quant.biases = quant.biases.select(0, e);
+  w.quant = quant.matrix(e);
   return w;
 }
 

@@ -589,21 +589,10 @@ void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const
   });
 }
 
-namespace {
-// Matrix e of stacked quantized matrices (views).
-ops::QuantizedMatrix matrix_of(const ops::QuantizedMatrix& w, int64_t e) {
-  ops::QuantizedMatrix m = w;
-  m.q = w.q.select(0, e);
-  m.scales = w.scales.select(0, e);
-  m.biases = w.biases.select(0, e);
-  return m;
-}
-}  // namespace
-
 void linear_quantized_gathered_ref(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out) {
   for (int64_t r = 0; r < x.size(0); ++r) {
     Tensor out_row = out.slice(0, r, r + 1);
-    linear_quantized_ref(x.slice(0, r, r + 1), matrix_of(w, id_at(ids, r)), nullptr, out_row);
+    linear_quantized_ref(x.slice(0, r, r + 1), w.matrix(id_at(ids, r)), nullptr, out_row);
   }
 }
 
@@ -618,7 +607,7 @@ void linear_quantized_gathered_fast(const Tensor& x, const ops::QuantizedMatrix&
     return;
   for (int64_t r = 0; r < R; ++r) {
     Tensor out_row = out.slice(0, r, r + 1);
-    linear_quantized_fast(x.slice(0, r, r + 1), matrix_of(w, id_at(ids, r)), nullptr, out_row, activation_bits);
+    linear_quantized_fast(x.slice(0, r, r + 1), w.matrix(id_at(ids, r)), nullptr, out_row, activation_bits);
   }
 }
 

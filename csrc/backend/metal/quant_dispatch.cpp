@@ -72,10 +72,7 @@ void linear_quantized_gathered(KernelLauncher& L, const Tensor& x, const ops::Qu
   if (R == 0 || w.q.size(1) == 0) return;
   if (ids.dtype() != DType::I32)
     throw DeviceError(cat("linear_quantized_gathered: the Metal kernel takes i32 ids, got ", dtype_name(ids.dtype())));
-  ops::QuantizedMatrix first = w;  // one matrix's shape (the kernel offsets by ids[r] in 64 bits)
-  first.q = w.q.select(0, 0);
-  first.scales = w.scales.select(0, 0);
-  first.biases = w.biases.select(0, 0);
+  const ops::QuantizedMatrix first = w.matrix(0);  // one matrix's shape (the kernel offsets by ids[r] in 64 bits)
   QuantGatheredArgs g{};
   g.lin = args_of(first, 1, false, "linear_quantized_gathered");
   g.E = checked_u32(E, "linear_quantized_gathered", "E");
