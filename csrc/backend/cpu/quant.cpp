@@ -540,42 +540,47 @@ void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const 
 // Most x rows that take the decode GEMV in passes of 8 rows rather than the GEMM (below).
 constexpr int64_t kMaxBytePassRows = 20;
 
+namespace {
+// Whether the byte kernel (gemv_quantized_bytes) may serve decode rows with this activation rounding: 8-bit x
+// only it offers; 16-bit x unless the 16-bit-lane kernels are chosen (MARKBASE_QGEMV_BYTES=0).
+bool byte_kernel_for(int activation_bits) {
+  return activation_bits == 8 || (activation_bits == 16 && quant_gemv_bytes_enabled());
+}
+}  // namespace
+
 void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
                            int activation_bits) {
   const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = w.rows();
   if (M == 0 || N == 0) return;
   const float* X = x.data_as<const float>();
   float* Y = out.data_as<float>();
-  // The bias as f32 [N] for the kernels that take it so (null without one).
-  auto bias_f32 = [&]() -> const float* {
-    thread_local std::vector<float> bbuf;
-    if (!bias) return nullptr;
+  // The bias as f32 [N] for the kernels that take it so (null without one), converted once per call.
+  thread_local std::vector<float> bbuf;
+  const float* bf = nullptr;
+  if (bias) {
     if (bbuf.size() < size_t(N)) bbuf.resize(size_t(N));
     for (int64_t n = 0; n < N; ++n) bbuf[size_t(n)] = bias_at(bias, n);
-    return bbuf.data();
-  };
+    bf = bbuf.data();
+  }
   // 8-bit x only from bytes; the 16-bit kernels serve it everywhere else.
-  if (M <= 8 && activation_bits && (activation_bits == 8 || quant_gemv_bytes_enabled()) &&
-      gemv_quantized_bytes(M, X, w, bias_f32(), Y, activation_bits))
-    return;
+  if (M <= 8 && byte_kernel_for(activation_bits) && gemv_quantized_bytes(M, X, w, bf, Y, activation_bits)) return;
   // 9–20 rows (a larger batched decode step, a short prompt): the byte GEMV in passes of at most 8 rows,
   // each reading the weights again, beats the GEMM, whose weight packing costs about as much as 16 rows of
   // products (Zen 5, one interleaved run: [12288, 1536] 4-bit 12 rows 1.6 against 2.5 ms, 16 rows 2.1 against
   // 2.9; 8-bit 16 rows 2.8 against 3.6; [1536, 6144] 4-bit 16 rows 1.0 against 1.6; about even at 24 rows).
   // x16 as the GEMM rounds it (8-bit x is for decode rows only, ops/quant.h).
-  if (M > 8 && M <= kMaxBytePassRows && activation_bits && quant_gemv_bytes_enabled()) {
+  if (M > 8 && M <= kMaxBytePassRows && activation_bits && byte_kernel_for(16)) {
     const int64_t passes = (M + 7) / 8;
     bool done = true;
     for (int64_t p = 0, m0 = 0; p < passes && done; ++p) {
       const int64_t m1 = M * (p + 1) / passes;  // balanced passes
-      done = gemv_quantized_bytes(m1 - m0, X + m0 * K, w, bias_f32(), Y + m0 * N, 16);
+      done = gemv_quantized_bytes(m1 - m0, X + m0 * K, w, bf, Y + m0 * N, 16);
       m0 = m1;
     }
     if (done) return;  // else (a non-finite x) the GEMM below rewrites every output
   }
   const bool int16_activations = activation_bits != 0;
   if (M > 8) {  // (up to 8 rows, a batched decode step: the GEMV, each row group re-reading blocks from L2)
-    const float* bf = bias_f32();
     if (int16_activations && gemm_quantized_x16(M, X, w, bf, Y)) return;
     GemmB B{nullptr, DType::F32, 0, 0};
     B.quant = &w;
@@ -601,7 +606,7 @@ void linear_quantized_gathered_fast(const Tensor& x, const ops::QuantizedMatrix&
   const int64_t R = x.size(0);
   if (R == 0 || w.q.size(1) == 0) return;
   // All rows in one call of the byte kernel where linear_quantized_fast would take it for a single row.
-  if (activation_bits && (activation_bits == 8 || quant_gemv_bytes_enabled()) &&
+  if (byte_kernel_for(activation_bits) &&
       gemv_quantized_bytes_gathered(R, x.data_as<const float>(), w, ids.data_as<const int32_t>(), out.data_as<float>(),
                                     activation_bits))
     return;

@@ -137,14 +137,20 @@ MB_AVX512_TARGET inline void step(const uint8_t* q, const __m512i (&xv)[4], __mm
 // 39 against 32 (medians of interleaved runs in a high-bandwidth phase; no shape was slower).
 MB_AVX512_TARGET inline void prefetch_ahead(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 
+constexpr int kTileRows = 4;
+// How far ahead a tile prefetches q: 6 KiB over its four streams, 1.5 KiB in each (one 8-bit row of 1536,
+// two 4-bit ones). Whole rows ahead flooded L1 on long rows (4 x 12 KiB for K = 12288, beside 24 KiB of x):
+// on Zen 5 from DRAM, 8-bit [1536, 12288] 33 -> 44 GB/s, [1536, 6144] 38 -> 46 (high-bandwidth phase).
+constexpr int64_t kPrefetchBytes = 6 << 10, kStreamAhead = kPrefetchBytes / kTileRows;
+
 // Where a tile's R weight rows are: row r's q bytes at q + r·q_stride, its scales and biases at s / b + r·sb_stride.
-// The rows q_ahead bytes (sb_ahead scales) further on in each row's stream are prefetched as the tile is read.
+// Each row's stream is prefetched kStreamAhead bytes of q (sb_ahead scales) further on as the tile is read.
 template <class ST>
 struct TileRows {
   const uint8_t* q;
   const ST* s;
   const ST* b;
-  int64_t q_stride, sb_stride, q_ahead, sb_ahead;
+  int64_t q_stride, sb_stride, sb_ahead;
 };
 
 // Prefetches the bytes [p, p + n) into L1, a line at a time.
@@ -188,7 +194,7 @@ MB_AVX512_TARGET void tile_dot(const TileRows<ST>& t, int64_t row_bytes, const X
       for (int64_t o = o0; o < o0 + kGroupBytes; o += kStep) {
         load_x<BITS, false, kX8>(x, half, o, 0, xv);
         for (int r = 0; r < R; ++r) {
-          prefetch_ahead(q + r * t.q_stride + t.q_ahead + o);
+          prefetch_ahead(q + r * t.q_stride + kStreamAhead + o);
           step<BITS, false, kX8>(q + r * t.q_stride + o, xv, 0, dl[r], dh[r]);
         }
       }
@@ -202,7 +208,7 @@ MB_AVX512_TARGET void tile_dot(const TileRows<ST>& t, int64_t row_bytes, const X
     auto one_step = [&]<bool kTail>(int64_t o, __mmask64 mask) MB_AVX512_TARGET {
       load_x<BITS, kTail, kX8>(x, half, o, mask, xv);
       for (int r = 0; r < R; ++r) {
-        prefetch_ahead(q + r * t.q_stride + t.q_ahead + o);
+        prefetch_ahead(q + r * t.q_stride + kStreamAhead + o);
         __m512i dl = group_start<BITS, kX8>(x, o), dh = _mm512_setzero_si512();
         step<BITS, kTail, kX8>(q + r * t.q_stride + o, xv, mask, dl, dh);
         const __m512 sv = _mm512_permutexvar_ps(lane_group, _mm512_loadu_ps(sdx + r * sdx_stride + o / kGroupBytes));
@@ -217,11 +223,6 @@ MB_AVX512_TARGET void tile_dot(const TileRows<ST>& t, int64_t row_bytes, const X
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-constexpr int kTileRows = 4;
-// How far ahead a tile prefetches q: 6 KiB over its four streams, 1.5 KiB in each (one 8-bit row of 1536,
-// two 4-bit ones). Whole rows ahead flooded L1 on long rows (4 x 12 KiB for K = 12288, beside 24 KiB of x):
-// on Zen 5 from DRAM, 8-bit [1536, 12288] 33 -> 44 GB/s, [1536, 6144] 38 -> 46 (high-bandwidth phase).
-constexpr int64_t kPrefetchBytes = 6 << 10;
 
 // One matrix of a call and the x rows it multiplies: Y[m·ldy + n] = row n of the matrix · x_m (+ bias[n]).
 template <class ST>
@@ -247,8 +248,8 @@ void gemv_jobs(const GemvJob<ST>* jobs, int64_t njobs, int64_t N, int64_t K, int
   // A block is read as kTileRows streams: stream r is its rows [r·S, (r + 1)·S), and tile i takes row i of
   // every stream. The hardware prefetchers then follow four long sequential reads; tiles of four adjacent
   // rows (four streams of one row each, restarted every tile) read 15–25% slower from DRAM on Zen 5.
-  // Each tile prefetches q kPrefetchBytes / kTileRows ahead in each stream, and the scales and biases of the
-  // rows about that far on (at least the next).
+  // Each tile prefetches q kStreamAhead bytes ahead in each stream, and the scales and biases of the rows
+  // about kPrefetchBytes of the block on (at least the next).
   const int64_t tile_bytes = kTileRows * row_bytes;
   const int64_t rows_ahead = std::max<int64_t>(1, (kPrefetchBytes + tile_bytes / 2) / tile_bytes);
   std::atomic<int64_t> next_block{0};
@@ -259,7 +260,7 @@ void gemv_jobs(const GemvJob<ST>* jobs, int64_t njobs, int64_t N, int64_t K, int
     // The tile of rows n + r·stride, r < R, of job j.
     auto run = [&]<int R>(const GemvJob<ST>& j, int64_t n, int64_t stride) {
       const TileRows<ST> t{j.q + n * row_bytes, j.scales + n * G, j.biases + n * G,
-                           stride * row_bytes, stride * G, kPrefetchBytes / kTileRows, rows_ahead * G};
+                           stride * row_bytes, stride * G, rows_ahead * G};
       for (int64_t m = 0; m < j.M; ++m) {
         tile_dot<R, BITS, GS, kX8, ST>(t, row_bytes, j.xs[m], K, sdx.data(), res);
         for (int r = 0; r < R; ++r) j.Y[m * ldy + n + r * stride] = res[r] + (bias ? bias[n + r * stride] : 0.f);
@@ -275,9 +276,9 @@ void gemv_jobs(const GemvJob<ST>* jobs, int64_t njobs, int64_t N, int64_t K, int
   });
 }
 
-// The x rows [M, K] rounded and split for the kernel, into buffers of the calling thread; false for a
-// non-finite x.
-bool prepare_rows(int64_t M, const float* X, int64_t K, int gs, int bits, int x_bits, std::vector<XRow>& xs) {
+// The x rows rows[m] [K], m < M, rounded and split for the kernel, into buffers of the calling thread; false for
+// a non-finite x.
+bool prepare_rows(int64_t M, const float* const* rows, int64_t K, int gs, int bits, int x_bits, std::vector<XRow>& xs) {
   const int64_t G = K / gs, steps = (K * bits / 8 + kStep - 1) / kStep, padded = K + kStep;
   thread_local std::vector<uint8_t> lo;
   thread_local std::vector<int8_t> hi;
@@ -294,8 +295,8 @@ bool prepare_rows(int64_t M, const float* X, int64_t K, int gs, int bits, int x_
     int8_t* hi_m = hi.data() + m * padded;
     float *dx_m = dx.data() + m * G, *xsum_m = xsum.data() + m * G;
     int32_t* corr_m = corr.data() + m * steps * 16;
-    const bool ok = x_bits == 8 ? prepare_x<true>(X + m * K, K, gs, bits, lo_m, hi_m, dx_m, xsum_m, corr_m)
-                                : prepare_x<false>(X + m * K, K, gs, bits, lo_m, hi_m, dx_m, xsum_m, corr_m);
+    const bool ok = x_bits == 8 ? prepare_x<true>(rows[m], K, gs, bits, lo_m, hi_m, dx_m, xsum_m, corr_m)
+                                : prepare_x<false>(rows[m], K, gs, bits, lo_m, hi_m, dx_m, xsum_m, corr_m);
     if (!ok) return false;
     xs[size_t(m)] = {lo_m, hi_m, dx_m, xsum_m, corr_m};
   }
@@ -310,13 +311,13 @@ bool bytes_apply(const ops::QuantizedMatrix& w, int x_bits) {
 
 // Runs the jobs with the kernel instance for w's format and x_bits.
 template <class ST>
-void run_jobs(const ops::QuantizedMatrix& w, int x_bits, const std::vector<GemvJob<ST>>& jobs, int64_t N, int64_t K,
+void run_jobs(const ops::QuantizedMatrix& w, int x_bits, const GemvJob<ST>* jobs, int64_t njobs, int64_t N, int64_t K,
               int64_t ldy, const float* bias) {
   auto run = [&]<int BITS, int GS>() {
     if constexpr (BITS == 4) {
-      if (x_bits == 8) return gemv_jobs<BITS, GS, true, ST>(jobs.data(), int64_t(jobs.size()), N, K, ldy, bias);
+      if (x_bits == 8) return gemv_jobs<BITS, GS, true, ST>(jobs, njobs, N, K, ldy, bias);
     }
-    gemv_jobs<BITS, GS, false, ST>(jobs.data(), int64_t(jobs.size()), N, K, ldy, bias);
+    gemv_jobs<BITS, GS, false, ST>(jobs, njobs, N, K, ldy, bias);
   };
   const int gs = w.group_size;
   if (w.bits == 8) {
@@ -330,11 +331,9 @@ void run_jobs(const ops::QuantizedMatrix& w, int x_bits, const std::vector<GemvJ
   }
 }
 
-}  // namespace
-
-namespace {
 RuntimeSwitch g_bytes{"MARKBASE_QGEMV_BYTES"};
-}
+
+}  // namespace
 
 void set_quant_gemv_bytes(int mode) { g_bytes.set(mode); }
 
@@ -344,13 +343,15 @@ bool gemv_quantized_bytes(int64_t M, const float* X, const ops::QuantizedMatrix&
                           int x_bits) {
   const int64_t N = w.rows(), K = w.cols();
   if (!bytes_apply(w, x_bits) || M <= 0 || M > 8 || N <= 0 || K <= 0) return false;
+  const float* rows[8];
+  for (int64_t m = 0; m < M; ++m) rows[m] = X + m * K;
   thread_local std::vector<XRow> xs;
-  if (!prepare_rows(M, X, K, w.group_size, w.bits, x_bits, xs)) return false;
+  if (!prepare_rows(M, rows, K, w.group_size, w.bits, x_bits, xs)) return false;
   dispatch_float(w.scales.dtype(), [&](auto tag) {
     using ST = decltype(tag);
-    const std::vector<GemvJob<ST>> jobs{{w.q.data_as<const uint8_t>(), w.scales.data_as<const ST>(),
-                                         w.biases.data_as<const ST>(), xs.data(), M, Y}};
-    run_jobs<ST>(w, x_bits, jobs, N, K, N, bias);
+    const GemvJob<ST> job{w.q.data_as<const uint8_t>(), w.scales.data_as<const ST>(), w.biases.data_as<const ST>(),
+                          xs.data(), M, Y};
+    run_jobs<ST>(w, x_bits, &job, 1, N, K, N, bias);
   });
   return true;
 }
@@ -359,18 +360,29 @@ bool gemv_quantized_bytes_gathered(int64_t R, const float* X, const ops::Quantiz
                                    float* Y, int x_bits) {
   const int64_t E = w.q.size(0), N = w.q.size(1), K = w.scales.size(2) * w.group_size;
   if (!bytes_apply(w, x_bits) || R <= 0 || N <= 0 || K <= 0) return false;
+  // A row equal to the one before (a token's row repeated for each of its experts) shares its rounding.
+  thread_local std::vector<const float*> distinct;
+  thread_local std::vector<int64_t> prepared_as;  // row r's x is distinct[prepared_as[r]]
+  distinct.clear();
+  prepared_as.resize(size_t(R));
+  for (int64_t r = 0; r < R; ++r) {
+    const float* x = X + r * K;
+    if (r == 0 || std::memcmp(x, x - K, size_t(K) * sizeof(float)) != 0) distinct.push_back(x);
+    prepared_as[size_t(r)] = int64_t(distinct.size()) - 1;
+  }
   thread_local std::vector<XRow> xs;
-  if (!prepare_rows(R, X, K, w.group_size, w.bits, x_bits, xs)) return false;
+  if (!prepare_rows(int64_t(distinct.size()), distinct.data(), K, w.group_size, w.bits, x_bits, xs)) return false;
   const int64_t G = K / w.group_size, row_bytes = w.q.size(2);
   dispatch_float(w.scales.dtype(), [&](auto tag) {
     using ST = decltype(tag);
-    std::vector<GemvJob<ST>> jobs(static_cast<size_t>(R));
+    thread_local std::vector<GemvJob<ST>> jobs;  // (grows to the largest call, then reused)
+    jobs.resize(size_t(R));
     for (int64_t r = 0; r < R; ++r) {
       const int64_t e = std::clamp<int64_t>(ids[r], 0, E - 1);  // (the front door checked the range)
       jobs[size_t(r)] = {w.q.data_as<const uint8_t>() + e * N * row_bytes, w.scales.data_as<const ST>() + e * N * G,
-                         w.biases.data_as<const ST>() + e * N * G, xs.data() + r, 1, Y + r * N};
+                         w.biases.data_as<const ST>() + e * N * G, xs.data() + prepared_as[size_t(r)], 1, Y + r * N};
     }
-    run_jobs<ST>(w, x_bits, jobs, N, K, N, nullptr);
+    run_jobs<ST>(w, x_bits, jobs.data(), R, N, K, N, nullptr);
   });
   return true;
 }
