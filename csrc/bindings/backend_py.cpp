@@ -9,14 +9,14 @@ Exec make_exec(const std::string& device, bool reference) { return Exec{&backend
 
 namespace {
 
-void bind(py::module_& m) {
+void bind_backend(py::module_& m) {
   m.def("devices", [] { return devices(); },
         "Backends this build can run here (metal needs a Metal GPU), in order of preference.");
   m.def("check_device", [](const std::string& name) { backend_for(name); },
         "Raises DeviceError saying why `name` cannot run here (unknown, not built, or no Metal GPU).");
 }
 
-Registrar reg("", bind, /*order=*/10);
+Registrar reg_backend("", bind_backend, /*order=*/10);
 
 }  // namespace
 }  // namespace mb::py_bind

@@ -27,7 +27,7 @@ py::tuple shape_tuple(const Shape& s) {
   return t;
 }
 
-void bind(py::module_& m) {
+void bind_gemma4_config(py::module_& m) {
   py::class_<RopeParameters>(m, "RopeParameters")
       .def_readonly("rope_type", &RopeParameters::rope_type)
       .def_readonly("rope_theta", &RopeParameters::rope_theta)
@@ -202,7 +202,7 @@ void bind(py::module_& m) {
       "deleted from the visit functions; None restores the full table.");
 }
 
-Registrar reg("gemma4", bind, 40);
+Registrar reg_gemma4_config("gemma4", bind_gemma4_config, 40);
 
 }  // namespace
 }  // namespace mb::py_bind

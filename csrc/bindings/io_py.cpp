@@ -56,7 +56,7 @@ std::shared_ptr<SafetensorsFile> file_ptr(const Checkpoint& c, const std::string
   throw CheckpointError("checkpoint: internal error locating the file of a tensor");
 }
 
-void bind(py::module_& m) {
+void bind_io(py::module_& m) {
   py::class_<SafetensorsFile, std::shared_ptr<SafetensorsFile>>(
       m, "SafetensorsFile", "A validated, read-only memory-mapped safetensors file (use markbase.io.SafetensorsFile).")
       .def(py::init([](const std::string& path) {
@@ -115,7 +115,7 @@ void bind(py::module_& m) {
       });
 }
 
-Registrar reg("io", bind);
+Registrar reg_io("io", bind_io);
 
 }  // namespace
 }  // namespace mb::py_bind

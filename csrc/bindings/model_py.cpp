@@ -30,7 +30,7 @@ const int32_t* ids_of(const Ids& ids, const char* what) {
 // A numpy copy of logits the session keeps (its [1, V] buffer is rewritten by the next forward).
 py::array owned_copy(const Tensor& t) { return tensor_to_numpy(t.clone()); }
 
-void bind(py::module_& m) {
+void bind_model(py::module_& m) {
   py::class_<runtime::NonFiniteReport>(m, "NonFiniteReport", "Where a forward first produced NaN or Inf.")
       .def_readonly("found", &runtime::NonFiniteReport::found)
       .def_property_readonly("layer", [](const runtime::NonFiniteReport& r) -> py::object {
@@ -221,7 +221,7 @@ void bind(py::module_& m) {
       }, py::arg("session"), py::arg("token_id"), py::arg("sampler"), py::arg("steps"));
 }
 
-Registrar reg("gemma4", bind, 60);
+Registrar reg_model("gemma4", bind_model, 60);
 
 }  // namespace
 }  // namespace mb::py_bind

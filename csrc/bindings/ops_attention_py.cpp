@@ -7,7 +7,7 @@
 namespace mb::py_bind {
 namespace {
 
-void bind(py::module_& m) {
+void bind_ops_attention(py::module_& m) {
   m.def("attention",
         [](const py::object& qo, const py::object& ko, const py::object& vo, const py::object& qpo, const py::object& kpo,
            const py::object& qbo, const py::object& kbo, float scale, float softcap, bool causal, int64_t window,
@@ -65,7 +65,7 @@ void bind(py::module_& m) {
         "Inner loops of the fast CPU attention kernel: 'avx2' or 'portable' (MARKBASE_ATTENTION_SIMD=portable forces it).");
 }
 
-Registrar reg("ops", bind);
+Registrar reg_ops_attention("ops", bind_ops_attention);
 
 }  // namespace
 }  // namespace mb::py_bind

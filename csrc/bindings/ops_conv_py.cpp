@@ -24,7 +24,7 @@ std::pair<int64_t, int64_t> int_or_pair(const py::object& v, const char* op, con
   throw InputError(cat(op, ": ", name, " must be an int or a pair of ints"));
 }
 
-void bind(py::module_& m) {
+void bind_ops_conv(py::module_& m) {
   m.def("conv2d", [](const py::object& xo, const py::object& wo, const py::object& bo, const py::object& stride,
                      const py::object& padding, const py::object& out, const std::string& device, bool reference) {
     Tensor x = as_tensor(xo, "conv2d", "x");
@@ -61,7 +61,7 @@ void bind(py::module_& m) {
      "out[t, c] = Σ_j w[c, 0, j]·x[t − (K−1) + j, c] (zero before t = 0): x [T, C] f32, w [C, 1, K] f32/bf16/f16.");
 }
 
-Registrar reg("ops", bind);
+Registrar reg_ops_conv("ops", bind_ops_conv);
 
 }  // namespace
 }  // namespace mb::py_bind

@@ -14,7 +14,7 @@ Tensor run_unary(const py::object& xo, ops::UnaryParams p, const py::object& out
   return y;
 }
 
-void bind(py::module_& m) {
+void bind_ops_elementwise(py::module_& m) {
   auto unary_def = [&](const char* name, ops::UnaryKind kind, const char* doc) {
     m.def(name, [kind](const py::object& x, const py::object& out, const std::string& device, bool reference) {
       return run_unary(x, {kind}, out, device, reference);
@@ -52,7 +52,7 @@ void bind(py::module_& m) {
   binary_def("mul", ops::BinaryKind::Mul);
 }
 
-Registrar reg("ops", bind);
+Registrar reg_ops_elementwise("ops", bind_ops_elementwise);
 
 }  // namespace
 }  // namespace mb::py_bind

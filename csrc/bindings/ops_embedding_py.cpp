@@ -6,7 +6,7 @@
 namespace mb::py_bind {
 namespace {
 
-void bind(py::module_& m) {
+void bind_ops_embedding(py::module_& m) {
   m.def("embedding", [](const py::object& to, const py::object& io, float scale, const py::object& out,
                         const std::string& out_dtype, const std::string& device, bool reference) {
     Tensor table = as_tensor(to, "embedding", "table");
@@ -21,7 +21,7 @@ void bind(py::module_& m) {
      "bf16 (out_dtype; when `out` is given its dtype is used).");
 }
 
-Registrar reg("ops", bind);
+Registrar reg_ops_embedding("ops", bind_ops_embedding);
 
 }  // namespace
 }  // namespace mb::py_bind

@@ -7,7 +7,7 @@
 namespace mb::py_bind {
 namespace {
 
-void bind(py::module_& m) {
+void bind_ops_linear(py::module_& m) {
   m.def("linear", [](const py::object& xo, const py::object& wo, const py::object& bo, const py::object& out,
                      const std::string& device, bool reference, bool bf16_products) {
     Tensor x = as_tensor(xo, "linear", "x");
@@ -51,7 +51,7 @@ void bind(py::module_& m) {
         "Micro-kernel of the CPU prefill GEMM: 'avx512' (MARKBASE_SIMD=avx2 keeps 'avx2'), 'avx2' or 'portable'.");
 }
 
-Registrar reg("ops", bind);
+Registrar reg_ops_linear("ops", bind_ops_linear);
 
 }  // namespace
 }  // namespace mb::py_bind

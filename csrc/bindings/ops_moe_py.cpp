@@ -6,7 +6,7 @@
 namespace mb::py_bind {
 namespace {
 
-void bind(py::module_& m) {
+void bind_ops_moe(py::module_& m) {
   m.def("route_weights", [](const py::object& wo, const py::object& io, const py::object& so, const py::object& out_w,
                             const py::object& out_ids, const std::string& device, bool reference) {
     Tensor w = as_tensor(wo, "route_weights", "w");
@@ -36,7 +36,7 @@ void bind(py::module_& m) {
      "out: [R, D] f32; index: [n] i32; src: [n, D] f32; weight: [n] f32 or None. Returns out.");
 }
 
-Registrar reg("ops", bind);
+Registrar reg_ops_moe("ops", bind_ops_moe);
 
 }  // namespace
 }  // namespace mb::py_bind

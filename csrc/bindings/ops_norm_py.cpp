@@ -12,7 +12,7 @@ Tensor optional_tensor(const py::object& obj, const char* op, const char* arg) {
   return t ? *t : Tensor();
 }
 
-void bind(py::module_& m) {
+void bind_ops_norm(py::module_& m) {
   m.def("rms_norm", [](const py::object& xo, const py::object& wo, float eps, const py::object& out,
                        const std::string& device, bool reference) {
     Tensor x = as_tensor(xo, "rms_norm", "x");
@@ -37,7 +37,7 @@ void bind(py::module_& m) {
      "(x − mean) / sqrt(var + eps) · weight + bias over the last dim (biased variance, as torch).");
 }
 
-Registrar reg("ops", bind);
+Registrar reg_ops_norm("ops", bind_ops_norm);
 
 }  // namespace
 }  // namespace mb::py_bind

@@ -8,7 +8,7 @@
 namespace mb::py_bind {
 namespace {
 
-void bind(py::module_& m) {
+void bind_ops_pool(py::module_& m) {
   m.def("avg_pool_indexed", [](const py::object& xo, const py::object& io, int64_t num_out, float divisor,
                                const py::object& out, const std::string& device, bool reference) {
     Tensor x = as_tensor(xo, "avg_pool_indexed", "x");
@@ -21,7 +21,7 @@ void bind(py::module_& m) {
      "out[m] = Σ_{n: index[n] == m} x[n] / divisor: x [N, D] f32, index [N] i32 (−1 skips a row) → [num_out, D] f32.");
 }
 
-Registrar reg("ops", bind);
+Registrar reg_ops_pool("ops", bind_ops_pool);
 
 }  // namespace
 }  // namespace mb::py_bind

@@ -21,7 +21,7 @@ ops::QuantizedMatrix matrix_of(const py::object& q, const py::object& scales, co
   return m;
 }
 
-void bind(py::module_& m) {
+void bind_ops_quant(py::module_& m) {
   m.def("quantize", [](const py::object& wo, int bits, int group_size, const std::string& scale_dtype) {
     Tensor w = as_tensor(wo, "quantize", "w");
     ops::QuantizedMatrix q;
@@ -108,7 +108,7 @@ void bind(py::module_& m) {
      py::arg("reference") = false, "Rows ids of the dequantized table, times scale: [T, cols] f32.");
 }
 
-Registrar reg("ops", bind);
+Registrar reg_ops_quant("ops", bind_ops_quant);
 
 }  // namespace
 }  // namespace mb::py_bind

@@ -16,7 +16,7 @@ ops::RopeKind rope_kind_from_name(const std::string& name) {
   throw InputError(cat("rope_inv_freq: kind must be 'default' or 'proportional', got '", name, "'"));
 }
 
-void bind(py::module_& m) {
+void bind_ops_rope(py::module_& m) {
   m.def("rope", [](const py::object& xo, const py::object& po, const py::object& fo, const py::object& out,
                    const std::string& device, bool reference) {
     Tensor x = as_tensor(xo, "rope", "x");
@@ -49,7 +49,7 @@ void bind(py::module_& m) {
      "float32 inverse frequencies as transformers builds them; kind 'default' or 'proportional'.");
 }
 
-Registrar reg("ops", bind);
+Registrar reg_ops_rope("ops", bind_ops_rope);
 
 }  // namespace
 }  // namespace mb::py_bind

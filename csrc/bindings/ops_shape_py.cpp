@@ -11,7 +11,7 @@
 namespace mb::py_bind {
 namespace {
 
-void bind(py::module_& m) {
+void bind_ops_shape(py::module_& m) {
   m.def("copy", [](const py::object& so, const py::object& out, const std::optional<std::string>& dtype,
                    const std::string& device, bool reference) {
     Tensor src = as_tensor(so, "copy", "src");
@@ -55,7 +55,7 @@ void bind(py::module_& m) {
      py::arg("reference") = false, "The tensors (one dtype, any strides) joined along dim into a contiguous tensor.");
 }
 
-Registrar reg("ops", bind);
+Registrar reg_ops_shape("ops", bind_ops_shape);
 
 }  // namespace
 }  // namespace mb::py_bind

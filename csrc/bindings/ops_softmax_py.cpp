@@ -6,7 +6,7 @@
 namespace mb::py_bind {
 namespace {
 
-void bind(py::module_& m) {
+void bind_ops_softmax(py::module_& m) {
   m.def("softmax", [](const py::object& xo, const py::object& out, const std::string& device, bool reference) {
     Tensor x = as_tensor(xo, "softmax", "x");
     Tensor y = out_or_empty(out, "softmax", x.dtype(), x.shape());
@@ -17,7 +17,7 @@ void bind(py::module_& m) {
      "Softmax over the last dim in f32; an all −inf row gives zeros, a NaN makes its row NaN.");
 }
 
-Registrar reg("ops", bind);
+Registrar reg_ops_softmax("ops", bind_ops_softmax);
 
 }  // namespace
 }  // namespace mb::py_bind

@@ -8,7 +8,7 @@
 namespace mb::py_bind {
 namespace {
 
-void bind(py::module_& m) {
+void bind_ops_topk(py::module_& m) {
   m.def("topk", [](const py::object& xo, int64_t k, const std::string& device, bool reference) {
     Tensor x = as_tensor(xo, "topk", "x");
     const int64_t R = x.dim() == 2 ? x.size(0) : 0, N = x.dim() == 2 ? x.size(1) : 0;
@@ -23,7 +23,7 @@ void bind(py::module_& m) {
      "indices [R, k] i32; NaN ranks highest, ties keep the lower index first (as torch.topk).");
 }
 
-Registrar reg("ops", bind);
+Registrar reg_ops_topk("ops", bind_ops_topk);
 
 }  // namespace
 }  // namespace mb::py_bind

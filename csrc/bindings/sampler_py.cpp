@@ -13,7 +13,7 @@ namespace py = pybind11;
 using runtime::Sampler;
 using runtime::SamplerParams;
 
-void bind(py::module_& m) {
+void bind_sampler(py::module_& m) {
   py::class_<Sampler>(m, "Sampler", "Seeded token sampler (penalties, temperature, top-k, top-p, min-p).")
       .def(py::init([](float temperature, int64_t top_k, float top_p, float min_p, float repetition_penalty,
                        float presence_penalty, float frequency_penalty, uint64_t seed) {
@@ -40,7 +40,7 @@ void bind(py::module_& m) {
       .def("reset", &Sampler::reset, py::arg("seed"));
 }
 
-Registrar reg("", bind, 50);
+Registrar reg_sampler("", bind_sampler, 50);
 
 }  // namespace
 }  // namespace mb::py_bind
