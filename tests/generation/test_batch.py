@@ -41,11 +41,13 @@ def models(synthetic):
     return get
 
 
-# Every family on the CPU at 3 and 7 rows (GEMV) and the dense and MoE decoders at 10 (GEMM); metal-sim (a
-# simulator: ~1000x slower) the dense and the MoE decoder at 3 and 5 rows, fewer tokens.
+# Every family on the CPU at 3 and 7 rows (GEMV) and the dense and MoE decoders at 10 (GEMM). Not on metal-sim:
+# generation around the batched step (prompts, sampling, stop rules) runs on the host whatever the device, and
+# the batched forward pass on the device is held to single steps logit by logit below. (These checkpoints keep
+# the real 262,144-entry vocabulary: a simulated LM head costs ~1 s per row; the sim cases here took ~6
+# minutes of a CI run on a slow VM.)
 CASES = [("cpu", f, b, 12) for f in ("e2b", "26b", "12b", "31b") for b in (3, 7)]
 CASES += [("cpu", f, 10, 12) for f in ("e2b", "26b")]
-CASES += [(d, f, b, 4) for d in DEVICES if d != "cpu" for (f, b) in (("e2b", 3), ("26b", 5))]
 
 
 @pytest.mark.parametrize("device,family,batch,tokens", CASES)
@@ -62,9 +64,10 @@ def test_generate_batch_equals_one_at_a_time(models, family, device, batch, toke
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("family", ["e2b", "26b"])
 def test_decode_batch_logits_equal_single_steps(models, family, device):
-    """Sessions at different positions (different prompt lengths) advanced together for several steps."""
+    """Sessions at different positions (different prompt lengths) advanced together for several steps
+    (metal-sim, a simulator ~1000x slower: three sessions for two steps)."""
     model = models(family, device)
-    ids = [model.encode_prompt(p) for p in PROMPTS[:5]]
+    ids = [model.encode_prompt(p) for p in PROMPTS[:5 if device == "cpu" else 3]]
     batch = [model.session() for _ in ids]
     alone = [model.session() for _ in ids]
     nxt = []

@@ -38,7 +38,8 @@ def test_image_features_match_transformers(vision_refs, load_model, family, devi
         assert soft.shape == ref[f"feat_soft_{i}"].shape
         assert rel_err(pooled, ref[f"feat_pooled_{i}"]) <= 1e-5
         assert rel_err(soft, ref[f"feat_soft_{i}"]) <= 1e-5
-        np.testing.assert_array_equal(model.encode_image(im, max_soft_tokens=BUDGET), soft)
+        if device == "cpu":  # the public entry (preprocessing + this encoder call) is the same on every device
+            np.testing.assert_array_equal(model.encode_image(im, max_soft_tokens=BUDGET), soft)
 
 
 @pytest.mark.parametrize("device", DEVICES)

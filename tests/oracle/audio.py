@@ -19,6 +19,7 @@ import os
 
 import numpy as np
 
+from .cache_lock import cache_lock
 from .families import TINY_MEDIA_IDS, load_transformers
 
 VERSION = "v1"
@@ -99,6 +100,11 @@ def token_types(ids: np.ndarray) -> np.ndarray:
 
 
 def build(family_dir: str, family: str) -> str:
+    with cache_lock(os.path.join(family_dir, "audio")):
+        return _build(family_dir, family)
+
+
+def _build(family_dir: str, family: str) -> str:
     import torch
 
     from . import vision

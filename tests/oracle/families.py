@@ -21,6 +21,8 @@ import shutil
 
 import numpy as np
 
+from oracle.cache_lock import cache_lock
+
 CACHE_VERSION = "oracle-v3"  # bump when the builder changes, so cached fixtures are rebuilt
 WINDOW = 8
 PROMPT_LEN = 4 * WINDOW
@@ -211,6 +213,11 @@ def multimodal_reference(model, ids: np.ndarray, types: np.ndarray, seed: int = 
 
 
 def build_family(family: str, root: str) -> str:
+    with cache_lock(os.path.join(root, family)):
+        return _build_family(family, root)
+
+
+def _build_family(family: str, root: str) -> str:
     import torch
 
     out = os.path.join(root, family)
@@ -275,6 +282,11 @@ CHAT_NEW_TOKENS = 24
 
 
 def build_chat(family: str = "e2b", root: str | None = None) -> str:
+    with cache_lock(os.path.join(root or cache_root(), f"chat-{family}")):
+        return _build_chat(family, root)
+
+
+def _build_chat(family: str = "e2b", root: str | None = None) -> str:
     """A `family` checkpoint with the full 262144-token vocabulary plus markbase's test tokenizer and chat
     template, and transformers' greedy generation through that template (`chat_reference.npz`)."""
     import torch

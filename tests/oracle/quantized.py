@@ -10,6 +10,7 @@ import shutil
 
 import numpy as np
 
+from oracle.cache_lock import cache_lock
 from oracle.families import GREEDY_TOKENS, load_transformers, prompt_ids
 
 CACHE_VERSION = "quantized-v1"
@@ -33,6 +34,11 @@ def dequantized(w: np.ndarray, bits: int) -> np.ndarray:
 
 
 def build(family_dir: str, bits: int, table_bits: int = 8) -> str:
+    with cache_lock(os.path.join(family_dir, f"quantized-q{bits}-e{table_bits}")):
+        return _build(family_dir, bits, table_bits)
+
+
+def _build(family_dir: str, bits: int, table_bits: int = 8) -> str:
     """family_dir/quantized-v1-q{bits}[-e{table_bits}]/: f32/ (the dequantized checkpoint) and reference.npz
     (table_bits: the tied embedding / LM head's bits, load's embedding_bits)."""
     import torch

@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from .cache_lock import cache_lock
 from .families import TINY_MEDIA_IDS, load_transformers
 
 VERSION = "v1"
@@ -60,6 +61,11 @@ def token_types(ids: np.ndarray) -> np.ndarray:
 
 
 def build(family_dir: str, family: str) -> str:
+    with cache_lock(os.path.join(family_dir, "vision")):
+        return _build(family_dir, family)
+
+
+def _build(family_dir: str, family: str) -> str:
     import torch
 
     out = os.path.join(family_dir, f"vision-{VERSION}.npz")
