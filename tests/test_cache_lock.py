@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from oracle.cache_lock import cache_lock
+from oracle.cache_lock import built_once, cache_lock
 
 TESTS = str(Path(__file__).resolve().parent)
 
@@ -38,3 +38,19 @@ def test_the_lock_is_released_when_the_block_raises(tmp_path):
             raise RuntimeError("builder failed")
     with open(entry + ".lock", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_a_decorated_builder_runs_holding_its_entry_lock(tmp_path):
+    """built_once names the entry from the builder's arguments with their defaults applied."""
+    seen = []
+
+    @built_once(lambda root, family: str(tmp_path / root / family))
+    def build(root, family="e2b"):
+        with open(str(tmp_path / root / family) + ".lock", "a") as f:  # another open file: flock conflicts
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        seen.append((root, family))
+        return "built"
+
+    assert build("cache") == "built" and build.__name__ == "build"
+    assert seen == [("cache", "e2b")]

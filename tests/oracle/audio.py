@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from .cache_lock import cache_lock
+from .cache_lock import built_once
 from .families import TINY_MEDIA_IDS, load_transformers
 
 VERSION = "v1"
@@ -99,12 +99,8 @@ def token_types(ids: np.ndarray) -> np.ndarray:
     return np.where(ids == m["image_token_id"], 1, np.where(ids == m["audio_token_id"], 3, 0)).astype(np.int64)
 
 
+@built_once(lambda family_dir, family: os.path.join(family_dir, "audio"))
 def build(family_dir: str, family: str) -> str:
-    with cache_lock(os.path.join(family_dir, "audio")):
-        return _build(family_dir, family)
-
-
-def _build(family_dir: str, family: str) -> str:
     import torch
 
     from . import vision

@@ -21,7 +21,7 @@ import shutil
 
 import numpy as np
 
-from oracle.cache_lock import cache_lock
+from oracle.cache_lock import built_once
 
 CACHE_VERSION = "oracle-v3"  # bump when the builder changes, so cached fixtures are rebuilt
 WINDOW = 8
@@ -212,12 +212,8 @@ def multimodal_reference(model, ids: np.ndarray, types: np.ndarray, seed: int = 
     return {"mm_ids": ids, "mm_types": types, "mm_image": img.numpy(), "mm_video": vid.numpy(), "mm_logits": logits}
 
 
+@built_once(lambda family, root: os.path.join(root, family))
 def build_family(family: str, root: str) -> str:
-    with cache_lock(os.path.join(root, family)):
-        return _build_family(family, root)
-
-
-def _build_family(family: str, root: str) -> str:
     import torch
 
     out = os.path.join(root, family)
@@ -281,12 +277,8 @@ CHAT_MESSAGES = [
 CHAT_NEW_TOKENS = 24
 
 
+@built_once(lambda family, root: os.path.join(root or cache_root(), f"chat-{family}"))
 def build_chat(family: str = "e2b", root: str | None = None) -> str:
-    with cache_lock(os.path.join(root or cache_root(), f"chat-{family}")):
-        return _build_chat(family, root)
-
-
-def _build_chat(family: str = "e2b", root: str | None = None) -> str:
     """A `family` checkpoint with the full 262144-token vocabulary plus markbase's test tokenizer and chat
     template, and transformers' greedy generation through that template (`chat_reference.npz`)."""
     import torch

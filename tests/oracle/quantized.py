@@ -10,7 +10,7 @@ import shutil
 
 import numpy as np
 
-from oracle.cache_lock import cache_lock
+from oracle.cache_lock import built_once
 from oracle.families import GREEDY_TOKENS, load_transformers, prompt_ids
 
 CACHE_VERSION = "quantized-v1"
@@ -33,12 +33,8 @@ def dequantized(w: np.ndarray, bits: int) -> np.ndarray:
     return ops.dequantize(q, s, b, bits=bits, group_size=GROUP).numpy().reshape(w.shape)
 
 
+@built_once(lambda family_dir, bits, table_bits: os.path.join(family_dir, f"quantized-q{bits}-e{table_bits}"))
 def build(family_dir: str, bits: int, table_bits: int = 8) -> str:
-    with cache_lock(os.path.join(family_dir, f"quantized-q{bits}-e{table_bits}")):
-        return _build(family_dir, bits, table_bits)
-
-
-def _build(family_dir: str, bits: int, table_bits: int = 8) -> str:
     """family_dir/quantized-v1-q{bits}[-e{table_bits}]/: f32/ (the dequantized checkpoint) and reference.npz
     (table_bits: the tied embedding / LM head's bits, load's embedding_bits)."""
     import torch

@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from .cache_lock import cache_lock
+from .cache_lock import built_once
 from .families import TINY_MEDIA_IDS, load_transformers
 
 VERSION = "v2"  # v2: two video frames, not three (the video test took ~1 min per family on metal-sim on a slow VM)
@@ -60,12 +60,8 @@ def token_types(ids: np.ndarray) -> np.ndarray:
     return np.where(ids == m["image_token_id"], 1, np.where(ids == m["video_token_id"], 2, 0)).astype(np.int64)
 
 
+@built_once(lambda family_dir, family: os.path.join(family_dir, "vision"))
 def build(family_dir: str, family: str) -> str:
-    with cache_lock(os.path.join(family_dir, "vision")):
-        return _build(family_dir, family)
-
-
-def _build(family_dir: str, family: str) -> str:
     import torch
 
     out = os.path.join(family_dir, f"vision-{VERSION}.npz")
