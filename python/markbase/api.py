@@ -450,7 +450,7 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     bf16 products in f32 (~2x the prefill speed, a lighter decode GEMV; the MoE router and experts and the encoders stay f32); "f32" keeps every product in f32 (exact to
     transformers run in f32 on the same / dequantized weights; the oracle tests use it). "fast" is "auto"
     plus 8-bit activations (dx = max|x_g| / 127, as llama.cpp) in the decode GEMV with 4-bit weights on
-    AVX-512 VNNI: faster 4-bit decode, each input moved by up to 2^-8 of its group's largest (README:
+    AVX2 and AVX-512 VNNI: faster 4-bit decode, each input moved by up to 2^-8 of its group's largest (README:
     precision policy).
     """
     from .io import open_checkpoint

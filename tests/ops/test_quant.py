@@ -263,9 +263,9 @@ def test_linear_quantized_x16_byte_kernel(M, N, K, bits, group_size, sdtype):
 
 
 def _x8_kernel_runs(M, bits):
-    """Whether int8_activations reaches the 8-bit-activation kernel: decode rows (<= 8) with 4-bit weights on
-    AVX-512 VNNI. Elsewhere it means int16_activations."""
-    return ops._quant_gemv_simd() == "avx512-vnni" and M <= 8 and bits == 4
+    """Whether int8_activations reaches an 8-bit-activation kernel: decode rows (<= 8) with 4-bit weights on
+    AVX2 (vpmaddubsw) or AVX-512 VNNI (vpdpbusd). Elsewhere it means int16_activations."""
+    return ops._quant_gemv_simd() in ("avx2", "avx512-vnni") and M <= 8 and bits == 4
 
 
 def _want_int8_activations(x, deq, s, b, bits, group_size, sdtype):
@@ -281,7 +281,7 @@ def _want_int8_activations(x, deq, s, b, bits, group_size, sdtype):
 @pytest.mark.parametrize("sdtype", ["bf16", "f32"])
 @pytest.mark.parametrize("M,N,K,bits,group_size", BYTE_GRID + [(12, 9, 256, 4, 64)])
 def test_linear_quantized_int8_activations(M, N, K, bits, group_size, sdtype):
-    """int8_activations (precision="fast"): the decode rows with 4-bit weights on AVX-512 VNNI compute the exact
+    """int8_activations (precision="fast"): the decode rows with 4-bit weights on AVX2 / AVX-512 VNNI compute the exact
     8-bit-rounded product (x8 = rint(x / dx), dx = max|x_g| / 127) to f32 rounding — a kernel that took x16
     instead differs by ~2^-8 relative, far more — and that product lies within Σ_g max|x_g|·2^-8·Σ|s·q| of the
     true one. 8-bit weights, prefill rows (12) and other CPUs take the 16-bit (or f32) product instead."""
@@ -372,14 +372,15 @@ import sys
 import markbase as mb
 assert mb._core.ops._quant_gemv_simd() == "avx2", mb._core.ops._quant_gemv_simd()
 import pytest
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:benchmark", sys.argv[1], "-k", "int16_activations"]))
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:benchmark", sys.argv[1], "-k",
+                     "int16_activations or int8_activations or x16_byte_kernel"]))
 """
 
 
 def test_int16_kernels_of_avx2_on_any_x86():
-    """MARKBASE_SIMD=avx2 keeps the AVX2 16-bit-activation kernels where AVX-512 VNNI would run, so on such a
-    machine both paths are checked against the exact emulation above (on an AVX2-only machine this repeats
-    the default run)."""
+    """MARKBASE_SIMD=avx2 keeps the AVX2 16- and 8-bit-activation kernels where AVX-512 VNNI would run, so on
+    such a machine both paths are checked against the exact emulations above (on an AVX2-only machine this
+    repeats the default run)."""
     if ops._quant_gemv_simd() == "portable":
         return  # a CPU without AVX2 has no AVX2 kernels to check; the portable path is checked above
     res = subprocess.run([sys.executable, "-c", _AVX2_CHILD, __file__], env=dict(os.environ, MARKBASE_SIMD="avx2"),

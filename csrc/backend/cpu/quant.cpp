@@ -55,6 +55,8 @@ struct GemvArgs {
   // 16-bit activations (x16 kernels only): x ≈ dx[g]·x16, x16 [K] as x (8-bit) or as xe then xo (4-bit).
   const int16_t* x16;
   const float* dx;  // [G]
+  // 8-bit activations (x8 kernels, 4-bit weights only): x ≈ dx[g]·x8, x8 [K] even columns then odd.
+  const int8_t* x8;
 };
 
 template <int R, int BITS, class ST>
@@ -259,6 +261,77 @@ MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST*
   for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + dot_f32(b + r * a.scale_stride, a.xsum, a.G);
 }
 
+// 4-bit weights against x rounded to 8-bit integers per group (precision="fast", llama.cpp's Q8 activations):
+// vpmaddubsw multiplies 32 nibbles (unsigned) by 32 x8 (signed) and adds pairs into i16 — at most
+// 2·15·127 = 3810 per lane, no saturation — and a group's four such sums per lane (≤ 15240 for 128 columns)
+// stay in i16 until one vpmaddwd widens them to i32. Half the multiplies of the x16 kernel per weight (it
+// spends a vpmaddwd per 16), which bounds 4-bit decode on AVX2 cores with one 128-bit multiply pipe
+// (Zen 1). The sums are exact; then (s·dx)·Σ per group in f32 and Σ_g b·Σx as one dot product per row.
+template <int R, int GS, class ST>
+MB_AVX2_TARGET void gemv_rows_avx2_x8(const GemvArgs& a, const ST* s, const ST* b, float* out) {
+  static_assert(R >= 1 && R <= kTileRows);
+  constexpr int64_t kGroupBytes = GS / 2;
+  constexpr int64_t kChunk = 128;  // groups whose s·dx are formed at once (as the x16 kernel)
+  __m256 acc[R];
+  float tail[R] = {};  // (a last odd group of 32 columns, 16 bytes)
+  const uint8_t* q[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), q[r] = a.q + r * a.row_bytes;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const int8_t* xe = a.x8;                      // even columns, at the same byte offsets as q
+  const int8_t* xo = a.x8 + a.G * kGroupBytes;  // odd columns
+  // Σ q·x8 over bytes [o, o + 32) of row r as i16 pairs.
+  auto pairs = [&](int r, int64_t o) MB_AVX2_TARGET {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[r] + o));
+    const __m256i qe = _mm256_and_si256(v, low4), qo = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    return _mm256_add_epi16(_mm256_maddubs_epi16(qe, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xe + o))),
+                            _mm256_maddubs_epi16(qo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xo + o))));
+  };
+  alignas(32) float sdx[R][kChunk];
+  prefetch_scales(s, b, a.G, a.scale_stride, R);
+  for (int64_t g0 = 0; g0 < a.G; g0 += kChunk) {
+    const int64_t gn = std::min(kChunk, a.G - g0);
+    scale_times_dx<R>(a, s, g0, gn, sdx);
+    if constexpr (kGroupBytes >= 32) {  // a group is 1 or 2 steps of 32 bytes
+      for (int64_t gi = 0; gi < gn; ++gi) {
+        const int64_t o = (g0 + gi) * kGroupBytes;
+        prefetch_next_rows<R, kGroupBytes>(q, a.next_row, o);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          __m256i p = pairs(r, o);
+          if constexpr (kGroupBytes == 64) p = _mm256_add_epi16(p, pairs(r, o + 32));
+          acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sdx[r][gi]), _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), acc[r]);
+        }
+      }
+    } else {  // groups of 32 columns: a step holds two, in its 128-bit halves
+      int64_t gi = 0;
+      for (; gi + 2 <= gn; gi += 2) {
+        const int64_t o = (g0 + gi) * kGroupBytes;
+        prefetch_next_rows<R, kGroupBytes>(q, a.next_row, o);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const __m256 sv = _mm256_insertf128_ps(_mm256_broadcast_ss(&sdx[r][gi]), _mm_broadcast_ss(&sdx[r][gi + 1]), 1);
+          acc[r] = _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs(r, o), ones)), acc[r]);
+        }
+      }
+      if (gi < gn) {  // one group left (G odd): 16 bytes
+        const int64_t o = (g0 + gi) * kGroupBytes;
+        const __m128i xev = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xe + o));
+        const __m128i xov = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xo + o));
+        for (int r = 0; r < R; ++r) {
+          const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[r] + o)), l4 = _mm_set1_epi8(0x0F);
+          const __m128i p = _mm_add_epi16(_mm_maddubs_epi16(_mm_and_si128(v, l4), xev),
+                                          _mm_maddubs_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), l4), xov));
+          const __m128i d = _mm_madd_epi16(p, _mm_set1_epi16(1));
+          alignas(16) int32_t lanes[4];
+          _mm_store_si128(reinterpret_cast<__m128i*>(lanes), d);
+          tail[r] += sdx[r][gi] * float(lanes[0] + lanes[1] + lanes[2] + lanes[3]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + tail[r] + dot_f32(b + r * a.scale_stride, a.xsum, a.G);
+}
+
 // 32 bytes widened to 32 × i16.
 MB_AVX512_TARGET inline __m512i widen32(const uint8_t* p) {
   return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -322,15 +395,16 @@ MB_AVX512_TARGET void gemv_rows_avx512_x16(const GemvArgs& a, const ST* s, const
 
 }  // namespace
 
-// x row rounded for the x16 kernels: per group dx = max|x| / 32767 and x16 = rint(x / dx) in ±32767
+// x row rounded for the x16 / x8 kernels: per group dx = max|x| / QMAX and xq = rint(x / dx) in ±QMAX
 // (4-bit: even columns first, then odd, the nibble order). False when x holds a NaN or infinity:
 // then the f32 kernel runs and the non-finite value reaches the output as it should.
 namespace {
 
-constexpr int kX16Max = 32767;
+constexpr int kX16Max = 32767, kX8Max = 127;
 
-bool round_x16_scalar(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx, float* xsum) {
-  constexpr float qmax = float(kX16Max);
+template <int QMAX, class T>
+bool round_xq_scalar(const float* x, int64_t K, int gs, bool deinterleave, T* xq, float* dx, float* xsum) {
+  constexpr float qmax = float(QMAX);
   for (int64_t g = 0; g < K / gs; ++g) {
     const float* xg = x + g * gs;
     float amax = 0.f;
@@ -344,13 +418,13 @@ bool round_x16_scalar(const float* x, int64_t K, int gs, bool deinterleave, int1
     dx[g] = amax / qmax;
     const float inv = amax > 0.f ? qmax / amax : 0.f;
     // For amax below ~1e-34, kMax / amax overflows a float (0 * inf would be NaN): that group scales in double.
-    const double inv_tiny = std::isinf(inv) ? double(kX16Max) / double(amax) : 0.0;
+    const double inv_tiny = std::isinf(inv) ? double(QMAX) / double(amax) : 0.0;
     double sum = 0.0;  // Σ x as round_group sums it: in double, then rounded
     for (int j = 0; j < gs; ++j) {
       const int64_t k = g * gs + j;
       const int64_t at = deinterleave ? (k & 1) * (K / 2) + k / 2 : k;
       const float scaled = std::isinf(inv) ? float(double(xg[j]) * inv_tiny) : xg[j] * inv;
-      x16[at] = int16_t(std::clamp(std::nearbyint(scaled), -qmax, qmax));
+      xq[at] = T(std::clamp(std::nearbyint(scaled), -qmax, qmax));
       sum += xg[j];
     }
     xsum[g] = float(sum);
@@ -359,42 +433,70 @@ bool round_x16_scalar(const float* x, int64_t K, int gs, bool deinterleave, int1
 }
 
 #if MB_HAVE_X86_SIMD
-// The same x16 and Σ x, 16 lanes at a time (round_row).
+// The same xq and Σ x, 16 lanes at a time (round_row).
 MB_AVX512_TARGET bool round_x16_avx512(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx,
                                        float* xsum) {
   return round_row<kX16Max>(x, K, gs, deinterleave, dx, xsum, [&](__m512i v, int64_t k) MB_AVX512_TARGET {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(x16 + k), _mm512_cvtepi32_epi16(v));
   });
 }
+
+// The same with AVX2, a group at a time (round_group_avx2), placed in the kernel's column order.
+template <int QMAX, class T>
+MB_AVX2_TARGET bool round_xq_avx2(const float* x, int64_t K, int gs, bool deinterleave, T* xq, float* dx, float* xsum) {
+  alignas(32) int32_t q32[128];
+  for (int64_t g = 0, k0 = 0; g < K / gs; ++g, k0 += gs) {
+    if (!round_group_avx2<QMAX>(x + k0, gs, q32, dx + g, xsum + g)) return false;
+    if (deinterleave)
+      for (int j = 0; j < gs; j += 2) xq[(k0 + j) / 2] = T(q32[j]), xq[K / 2 + (k0 + j) / 2] = T(q32[j + 1]);
+    else
+      for (int j = 0; j < gs; ++j) xq[k0 + j] = T(q32[j]);
+  }
+  return true;
+}
 #endif
+
+// x rounded to ±QMAX in T (int16_t x16, int8_t x8) with the widest rounding this CPU has.
+template <int QMAX, class T>
+bool round_xq(const float* x, int64_t K, int gs, bool deinterleave, T* xq, float* dx, float* xsum) {
+#if MB_HAVE_X86_SIMD
+  if constexpr (QMAX == kX16Max)
+    if (gs % 32 == 0 && gs <= 128 && cpu_has_avx512_vnni()) return round_x16_avx512(x, K, gs, deinterleave, xq, dx, xsum);
+  if (gs % 8 == 0 && gs <= 128 && cpu_has_avx2()) return round_xq_avx2<QMAX>(x, K, gs, deinterleave, xq, dx, xsum);
+#endif
+  return round_xq_scalar<QMAX>(x, K, gs, deinterleave, xq, dx, xsum);
+}
 
 }  // namespace
 
 bool round_x16(const float* x, int64_t K, int gs, bool deinterleave, int16_t* x16, float* dx, float* xsum) {
-#if MB_HAVE_X86_SIMD
-  if (gs % 32 == 0 && gs <= 128 && cpu_has_avx512_vnni()) return round_x16_avx512(x, K, gs, deinterleave, x16, dx, xsum);
-#endif
-  return round_x16_scalar(x, K, gs, deinterleave, x16, dx, xsum);
+  return round_xq<kX16Max>(x, K, gs, deinterleave, x16, dx, xsum);
 }
 
 namespace {
 
+// x_bits: the activations' rounding the kernels may use (0: f32, 16, 8; 8 with 4-bit weights only, else 16).
 template <int BITS, class ST>
-void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor* bias, float* Y, bool x16_allowed) {
+void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor* bias, float* Y, int x_bits) {
   const int64_t N = w.rows(), K = w.cols(), G = K / w.group_size, row_bytes = w.q.size(1);
   const int gs = w.group_size;
   // Per x row: group sums, then dx [G] and, for the f32 4-bit kernels, the even / odd columns apart (the
-  // nibble order); x16 [K] apart.
+  // nibble order); x16 / x8 [K] apart.
   thread_local std::vector<float> prep;
   thread_local std::vector<int16_t> prep16;
+  thread_local std::vector<int8_t> prep8;
   const int64_t per_row = 2 * G + (BITS == 4 ? K : 0);
   if (prep.size() < size_t(M * per_row)) prep.resize(size_t(M * per_row));
-  bool x16 = x16_allowed && MB_HAVE_X86_SIMD && cpu_has_avx2();
-  if (x16 && prep16.size() < size_t(M * K)) prep16.resize(size_t(M * K));
-  for (int64_t m = 0; m < M && x16; ++m)  // a non-finite x falls back to the f32 kernels
-    x16 = round_x16(X + m * K, K, gs, BITS == 4, prep16.data() + m * K, prep.data() + m * per_row + G,
-                    prep.data() + m * per_row);
-  for (int64_t m = 0; m < M && !x16; ++m) {  // the f32 kernels' group sums (and 4-bit column order)
+  int xq = MB_HAVE_X86_SIMD && cpu_has_avx2() ? (x_bits == 8 && BITS != 4 ? 16 : x_bits) : 0;
+  if (xq == 16 && prep16.size() < size_t(M * K)) prep16.resize(size_t(M * K));
+  if (xq == 8 && prep8.size() < size_t(M * K)) prep8.resize(size_t(M * K));
+  for (int64_t m = 0; m < M && xq; ++m) {  // a non-finite x falls back to the f32 kernels
+    float *xsum = prep.data() + m * per_row, *dx = xsum + G;
+    const bool ok = xq == 16 ? round_xq<kX16Max>(X + m * K, K, gs, BITS == 4, prep16.data() + m * K, dx, xsum)
+                             : round_xq<kX8Max>(X + m * K, K, gs, BITS == 4, prep8.data() + m * K, dx, xsum);
+    if (!ok) xq = 0;
+  }
+  for (int64_t m = 0; m < M && !xq; ++m) {  // the f32 kernels' group sums (and 4-bit column order)
     const float* x = X + m * K;
     float* xsum = prep.data() + m * per_row;
     for (int64_t g = 0; g < G; ++g) {
@@ -402,17 +504,19 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
       for (int j = 0; j < gs; ++j) acc += x[g * gs + j];
       xsum[g] = acc;
     }
-    if (BITS == 4 && !x16)
+    if (BITS == 4)
       for (int64_t k = 0; k < K / 2; ++k) xsum[2 * G + k] = x[2 * k], xsum[2 * G + K / 2 + k] = x[2 * k + 1];
   }
   using TileFn = void (*)(const GemvArgs&, const ST*, const ST*, float*);
   TileFn tile = gemv_rows_portable<kTileRows, BITS, ST>, tile1 = gemv_rows_portable<1, BITS, ST>;
 #if MB_HAVE_X86_SIMD
   auto pick = [&]<int GS>() {
-    if (x16) tile = gemv_rows_avx2_x16<kTileRows, BITS, GS, ST>, tile1 = gemv_rows_avx2_x16<1, BITS, GS, ST>;
+    if (xq == 16) tile = gemv_rows_avx2_x16<kTileRows, BITS, GS, ST>, tile1 = gemv_rows_avx2_x16<1, BITS, GS, ST>;
     else tile = gemv_rows_avx2<kTileRows, BITS, GS, ST>, tile1 = gemv_rows_avx2<1, BITS, GS, ST>;
+    if constexpr (BITS == 4)
+      if (xq == 8) tile = gemv_rows_avx2_x8<kTileRows, GS, ST>, tile1 = gemv_rows_avx2_x8<1, GS, ST>;
     if constexpr (GS >= 64)
-      if (x16 && cpu_has_avx512_vnni())
+      if (xq == 16 && cpu_has_avx512_vnni())
         tile = gemv_rows_avx512_x16<kTileRows, BITS, GS, ST>, tile1 = gemv_rows_avx512_x16<1, BITS, GS, ST>;
   };
   if (cpu_has_avx2()) {
@@ -424,7 +528,8 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
   const ST* scales = w.scales.data_as<const ST>();
   const ST* biases = w.biases.data_as<const ST>();
   const float* P = prep.data();  // (a thread_local named inside the lambda would be each worker's own)
-  const int16_t* P16 = x16 ? prep16.data() : nullptr;  // the 16-bit activations, when the x16 kernels run
+  const int16_t* P16 = xq == 16 ? prep16.data() : nullptr;  // the rounded activations, when the x16 / x8 kernels run
+  const int8_t* P8 = xq == 8 ? prep8.data() : nullptr;
   const uint8_t* q = w.q.data_as<const uint8_t>();
   // Rows are cut into blocks of kTileRows streams of S consecutive rows, ~kStreamBytes each; a tile takes
   // row j of every stream, so each stream walks contiguous memory the hardware prefetchers follow (short
@@ -435,12 +540,14 @@ void gemv(const float* X, int64_t M, const ops::QuantizedMatrix& w, const Tensor
   const int64_t threads = std::min<int64_t>(ThreadPool::global().num_threads(), nblocks);
   // Row m of the 16-bit activations; none when the f32 kernels run (no offset applied to a null pointer).
   auto x16_row = [&](int64_t m) { return P16 ? P16 + m * K : nullptr; };
+  auto x8_row = [&](int64_t m) { return P8 ? P8 + m * K : nullptr; };
   // x row m against rows n0, n0 + stride, ... (a whole tile, or one row).
   auto run_rows = [&](int64_t n0, int64_t stride, bool whole, float* res) {
     for (int64_t m = 0; m < M; ++m) {
       const float* xsum = P + m * per_row;
       const GemvArgs a{X + m * K,  xsum + 2 * G, xsum + 2 * G + K / 2, xsum, q + n0 * row_bytes, stride * row_bytes,
-                       G,          gs,           stride * G,           row_bytes, x16_row(m),    xsum + G};
+                       G,          gs,           stride * G,           row_bytes, x16_row(m),    xsum + G,
+                       x8_row(m)};
       (whole ? tile : tile1)(a, scales + n0 * G, biases + n0 * G, res);
       for (int r = 0; r < (whole ? kTileRows : 1); ++r)
         Y[m * N + n0 + r * stride] = res[r] + bias_at(bias, n0 + r * stride);
@@ -589,8 +696,8 @@ void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const
   }
   dispatch_float(w.scales.dtype(), [&](auto tag) {
     using ST = decltype(tag);
-    if (w.bits == 8) gemv<8, ST>(X, M, w, bias, Y, int16_activations);
-    else gemv<4, ST>(X, M, w, bias, Y, int16_activations);
+    if (w.bits == 8) gemv<8, ST>(X, M, w, bias, Y, activation_bits);
+    else gemv<4, ST>(X, M, w, bias, Y, activation_bits);
   });
 }
 

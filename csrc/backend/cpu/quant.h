@@ -9,7 +9,7 @@ namespace mb::cpu {
 void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out);
 // M <= 8 rows (decode, batched decode): threads over blocks of weight rows, each row read once; per group
 // s·Σ q·x + b·Σ x (AVX2: bytes widened to f32 in registers; with activation_bits 16 or 8, x rounded to
-// 16-bit per group and Σ q·x in int32, see ops/quant.h; 8 (4-bit weights) takes 8-bit x on AVX-512 VNNI).
+// 16-bit per group and Σ q·x in int32, see ops/quant.h; 8 (4-bit weights) takes 8-bit x, vpmaddubsw on AVX2, vpdpbusd on AVX-512 VNNI).
 // 9–20 rows on AVX-512 VNNI with activation_bits 16 or 8: gemv_quantized_bytes with x16 in passes of <= 8 rows.
 // More rows: the blocked GEMM (gemm.h) with the weight panels dequantized as they are packed, or on
 // AVX-512 VNNI with activation_bits 16 or 8, gemm_quantized_x16.

@@ -13,7 +13,7 @@
 
 namespace mb::cpu {
 
-// One group of x (gs ≤ 128, a multiple of 32) rounded as round_x16_scalar (quant.cpp) rounds it — the same
+// One group of x (gs ≤ 128, a multiple of 32) rounded as round_xq_scalar (quant.cpp) rounds it — the same
 // f32 amax, inverse, product and round-to-nearest-even, so every x16 / x8 is the scalar rounding's — into q32,
 // with its dx and Σ x (summed in double, then rounded: the f32 nearest the exact sum but in rare
 // double-rounding cases, whatever the order). False for a NaN / infinity.
@@ -70,6 +70,45 @@ MB_AVX512_TARGET bool round_row(const float* x, int64_t K, int gs, bool deinterl
         store(b, k0 + i + 16);
       }
     }
+  }
+  return true;
+}
+
+// round_group with AVX2, 8 lanes at a time (gs ≤ 128, a multiple of 8): the same values (the same f32
+// operations per element; Σ x in double in another order, rounded to f32 as there).
+template <int QMAX>
+MB_AVX2_TARGET bool round_group_avx2(const float* xg, int gs, int32_t* q32, float* dx, float* xsum) {
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  __m256 amax_v = _mm256_setzero_ps(), nan_v = _mm256_setzero_ps();
+  __m256d sum_v = _mm256_setzero_pd();
+  for (int i = 0; i < gs; i += 8) {
+    const __m256 v = _mm256_loadu_ps(xg + i);
+    nan_v = _mm256_or_ps(nan_v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    amax_v = _mm256_max_ps(amax_v, _mm256_andnot_ps(sign, v));
+    sum_v = _mm256_add_pd(sum_v, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                                               _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))));
+  }
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax_v), _mm256_extractf128_ps(amax_v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  const float amax = _mm_cvtss_f32(m), qmax = float(QMAX);
+  if (_mm256_movemask_ps(nan_v) || !std::isfinite(amax)) return false;
+  __m128d s = _mm_add_pd(_mm256_castpd256_pd128(sum_v), _mm256_extractf128_pd(sum_v, 1));
+  s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
+  *dx = amax / qmax;
+  *xsum = float(_mm_cvtsd_f64(s));
+  const float inv = amax > 0.f ? qmax / amax : 0.f;
+  if (std::isinf(inv)) {  // amax below ~1e-34: scaled in double, as the scalar rounding does
+    const double inv_tiny = double(QMAX) / double(amax);
+    for (int j = 0; j < gs; ++j)
+      q32[j] = int32_t(std::clamp(std::nearbyint(float(double(xg[j]) * inv_tiny)), -qmax, qmax));
+    return true;
+  }
+  const __m256 inv_v = _mm256_set1_ps(inv), hi_v = _mm256_set1_ps(qmax), lo_v = _mm256_set1_ps(-qmax);
+  for (int i = 0; i < gs; i += 8) {
+    const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xg + i), inv_v),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q32 + i), _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo_v), hi_v)));
   }
   return true;
 }
