@@ -1,7 +1,9 @@
 """linear throughput for Gemma-4 E2B shapes (bf16 weights and activations).
 
 Decode (M = 1) is a GEMV: memory-bound, so it is reported as GB/s of weight traffic and as a fraction of
-the memory bandwidth measured in the same run (bench/conftest.py). Every call reads a different copy of
+the memory bandwidth measured in the same run (bench/conftest.py). The quantized decode GEMV (MLX-affine
+groups of 64, bf16 scales) is reported the same way for each activation rounding the precision policy offers
+(README: precision policy): "f32", "x16" (precision="auto") and, for 4-bit weights, "x8" (precision="fast"). Every call reads a different copy of
 the weights, cycling through ≥ 256 MB in total, so they come from main memory as in a real forward pass
 (which streams gigabytes per token), not from the 32 MB L3. Prefill (M = 128) is compute-bound and is
 reported as GFLOP/s as well.
@@ -55,3 +57,35 @@ def test_decode_gemv(benchmark, memory_bandwidth, summary, K, N):
 @pytest.mark.parametrize("K,N", PREFILL_SHAPES)
 def test_prefill_gemm(benchmark, memory_bandwidth, summary, K, N):
     run(benchmark, memory_bandwidth, summary, 128, K, N, "prefill")
+
+
+# (bits, activation rounding): 8-bit weights keep x16 under precision="fast".
+QUANT_MODES = [(8, "x16"), (4, "f32"), (4, "x16"), (4, "x8")]
+
+
+def quantized_weight_copies(K, N, bits, total_bytes):
+    """Enough [N, K] group-64 quantized weights (distinct q buffers, same values) to cover total_bytes, and
+    the bytes one GEMV reads (q, scales, biases)."""
+    w = mb.Tensor(np.random.default_rng(0).standard_normal((N, K), dtype=np.float32), dtype="bf16")
+    q, s, b = ops.quantize(w, bits=bits, group_size=64, scale_dtype="bf16")
+    nbytes = q.numpy().nbytes + s.numpy().nbytes + b.numpy().nbytes
+    count = max(1, -(-total_bytes // nbytes))
+    return [(mb.Tensor(q.numpy().copy()), s, b) for _ in range(count)], nbytes
+
+
+@pytest.mark.parametrize("bits,rounding", QUANT_MODES)
+@pytest.mark.parametrize("K,N", DECODE_SHAPES)
+def test_decode_gemv_quantized(benchmark, memory_bandwidth, summary, K, N, bits, rounding):
+    copies, nbytes = quantized_weight_copies(K, N, bits, COLD_BYTES)
+    x = mb.Tensor(np.random.default_rng(1).standard_normal((1, K), dtype=np.float32))
+    kw = dict(bits=bits, group_size=64, int16_activations=rounding != "f32", int8_activations=rounding == "x8")
+    cycle = itertools.cycle(copies)
+    benchmark(lambda: ops.linear_quantized(x, *next(cycle), **kw))
+    seconds = benchmark.stats.stats.median
+    weight_gbs = nbytes / seconds / 1e9
+    roofline = weight_gbs / memory_bandwidth["read_pool"]
+    benchmark.extra_info.update({"K": K, "N": N, "bits": bits, "activations": rounding,
+                                 "weight_GB_per_s": round(weight_gbs, 2), "roofline_fraction": round(roofline, 3),
+                                 "simd": ops._quant_gemv_simd(), "threads": mb._core.num_threads()})
+    summary.append(f"linear_quantized decode K={K} N={N} {bits}-bit x {rounding} ({ops._quant_gemv_simd()}): "
+                   f"{seconds * 1e6:.0f} us, weights {weight_gbs:.1f} GB/s = {roofline:.2f} of measured bandwidth")

@@ -199,6 +199,19 @@ MB_AVX2_TARGET inline void scale_times_dx(const GemvArgs& a, const ST* s, int64_
   }
 }
 
+// acc[r] += b[r, g0 + i]·xsum[g0 + i] over the gn groups of a chunk (the biases' share Σ_g b·Σx, in the
+// accumulators the groups' products go to; a last partial vector in tail[r]).
+template <int R, class ST>
+MB_AVX2_TARGET inline void bias_times_xsum(const GemvArgs& a, const ST* b, int64_t g0, int64_t gn, __m256 (&acc)[R],
+                                           float (&tail)[R]) {
+  for (int r = 0; r < R; ++r) {
+    const ST* br = b + r * a.scale_stride + g0;
+    int64_t i = 0;
+    for (; i + 8 <= gn; i += 8) acc[r] = _mm256_fmadd_ps(load8_f32(br + i), _mm256_loadu_ps(a.xsum + g0 + i), acc[r]);
+    for (; i < gn; ++i) tail[r] += load_f32(br + i) * a.xsum[g0 + i];
+  }
+}
+
 // As gemv_rows_avx2: the same bytes (group at offset o) of the next row of each stream, one hint per cache line.
 template <int R, int64_t kGroupBytes>
 MB_AVX2_TARGET inline void prefetch_next_rows(const uint8_t* const (&q)[R], int64_t next_row, int64_t o) {
@@ -209,12 +222,13 @@ MB_AVX2_TARGET inline void prefetch_next_rows(const uint8_t* const (&q)[R], int6
 
 // As gemv_rows_avx2 with x rounded to 16-bit integers per group: Σ q·x16 exact in int32 lanes
 // (vpmaddwd: 16 weights widened to i16 per instruction, no float conversion per weight), then
-// (s·dx)·Σ per group in f32, and Σ_g b·Σx as one dot product per row. Half the instructions per weight of
+// (s·dx)·Σ per group in f32, and b·Σx per group in the same accumulators. Half the instructions per weight of
 // the f32 kernel, which is compute-bound at 4 bits on two AVX2 cores. |Σ q·x16| ≤ 255·32767·128 < 2³¹.
 template <int R, int BITS, int GS, class ST>
 MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST* b, float* out) {
   static_assert(R >= 1 && R <= kTileRows);
   __m256 acc[R];
+  float tail[R] = {};
   const uint8_t* q[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), q[r] = a.q + r * a.row_bytes;
   const __m256i low4 = _mm256_set1_epi16(0x0F);
@@ -225,6 +239,7 @@ MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST*
   for (int64_t g0 = 0; g0 < a.G; g0 += kChunk) {
     const int64_t gn = std::min(kChunk, a.G - g0);
     scale_times_dx<R>(a, s, g0, gn, sdx);
+    bias_times_xsum<R>(a, b, g0, gn, acc, tail);
     for (int64_t gi = 0; gi < gn; ++gi) {
       const int64_t g = g0 + gi, o = g * kGroupBytes;
       prefetch_next_rows<R, kGroupBytes>(q, a.next_row, o);
@@ -258,7 +273,7 @@ MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST*
         acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sdx[r][gi]), _mm256_cvtepi32_ps(d[r]), acc[r]);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + dot_f32(b + r * a.scale_stride, a.xsum, a.G);
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + tail[r];
 }
 
 // 4-bit weights against x rounded to 8-bit integers per group (precision="fast", llama.cpp's Q8 activations):
@@ -266,14 +281,14 @@ MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST*
 // 2·15·127 = 3810 per lane, no saturation — and a group's four such sums per lane (≤ 15240 for 128 columns)
 // stay in i16 until one vpmaddwd widens them to i32. Half the multiplies of the x16 kernel per weight (it
 // spends a vpmaddwd per 16), which bounds 4-bit decode on AVX2 cores with one 128-bit multiply pipe
-// (Zen 1). The sums are exact; then (s·dx)·Σ per group in f32 and Σ_g b·Σx as one dot product per row.
+// (Zen 1). The sums are exact; then (s·dx)·Σ and b·Σx per group in f32, in the same accumulators.
 template <int R, int GS, class ST>
 MB_AVX2_TARGET void gemv_rows_avx2_x8(const GemvArgs& a, const ST* s, const ST* b, float* out) {
   static_assert(R >= 1 && R <= kTileRows);
   constexpr int64_t kGroupBytes = GS / 2;
   constexpr int64_t kChunk = 128;  // groups whose s·dx are formed at once (as the x16 kernel)
   __m256 acc[R];
-  float tail[R] = {};  // (a last odd group of 32 columns, 16 bytes)
+  float tail[R] = {};  // (partial bias vectors, a last odd group of 32 columns)
   const uint8_t* q[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), q[r] = a.q + r * a.row_bytes;
   const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
@@ -291,6 +306,7 @@ MB_AVX2_TARGET void gemv_rows_avx2_x8(const GemvArgs& a, const ST* s, const ST* 
   for (int64_t g0 = 0; g0 < a.G; g0 += kChunk) {
     const int64_t gn = std::min(kChunk, a.G - g0);
     scale_times_dx<R>(a, s, g0, gn, sdx);
+    bias_times_xsum<R>(a, b, g0, gn, acc, tail);
     if constexpr (kGroupBytes >= 32) {  // a group is 1 or 2 steps of 32 bytes
       for (int64_t gi = 0; gi < gn; ++gi) {
         const int64_t o = (g0 + gi) * kGroupBytes;
@@ -329,7 +345,7 @@ MB_AVX2_TARGET void gemv_rows_avx2_x8(const GemvArgs& a, const ST* s, const ST* 
       }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + tail[r] + dot_f32(b + r * a.scale_stride, a.xsum, a.G);
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + tail[r];
 }
 
 // 32 bytes widened to 32 × i16.
