@@ -48,10 +48,11 @@ def _markbase(width: str, checkpoint: str, reps: int) -> dict:
     if width != "bf16":
         if "quantize" not in inspect.signature(mb.load).parameters:
             return {"unavailable": "quantize= not available"}
-        kwargs["quantize"] = width.split("-")[0]
-        if width.endswith("-fast"):  # 8-bit activations in the 4-bit decode GEMV
+        quantize, *variants = width.split("-")
+        kwargs["quantize"] = quantize
+        if "fast" in variants:  # 8-bit activations in the 4-bit decode GEMV
             kwargs["precision"] = "fast"
-        if width.endswith("-e4"):  # the tied embedding / LM head at 4 bits too
+        if "e4" in variants:  # the tied embedding / LM head at 4 bits too
             kwargs["embedding_bits"] = 4
     t0 = time.perf_counter()
     try:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """markbase side by side with llama.cpp and transformers on one real-size Gemma 4 E2B checkpoint.
 
-    PYTHONPATH=python python3 bench/compare.py [--rounds 4 --reps 3] [--widths bf16,q8,q4[,q4-fast,q4-e4]]
+    PYTHONPATH=python python3 bench/compare.py [--rounds 4 --reps 3] [--widths bf16,q8,q4[,q4-fast,q4-e4,q4-e4-fast]]
         [--engines markbase,llama.cpp,transformers] [--threads 2] [--quick]
 
 Opt-in, never part of the tests. Speed is reported, never asserted.
@@ -18,7 +18,7 @@ size="real", dtype="bf16", text_only=True)`, reused from .bench-cache/e2b-real-b
     weight into torch tensors.
 How:
   - the engines: markbase (`mb.load(dir, max_context=1024[, quantize="q8"|"q4"])`; width q4-fast / q8-fast
-    adds precision="fast", q4-e4 embedding_bits=4, compared with the others' q4 / q8), sessions as in
+    adds precision="fast", q4-e4 embedding_bits=4 (q4-e4-fast both), compared with the others' q4 / q8), sessions as in
     bench/bench_decode.py; MARKBASE_NUM_THREADS); llama.cpp's llama-bench (`-t THREADS`; prefill
     `-p 128,512 -n 0`, decode `-p 0 -n 32 -d 128`, one process each) on GGUFs converted from the same
     checkpoint (BF16, then llama-quantize Q8_0 / Q4_0); transformers in bfloat16 (torch.set_num_threads,
@@ -72,7 +72,7 @@ WIDTHS = ("bf16", "q8", "q4")
 # markbase only, compared with the other engines' plain width (the part before "-"): the same weights under
 # precision="fast" (8-bit activations in the 4-bit decode GEMV), or with the tied embedding / LM head at
 # 4 bits (embedding_bits=4).
-VARIANT_WIDTHS = ("q8-fast", "q4-fast", "q4-e4")
+VARIANT_WIDTHS = ("q8-fast", "q4-fast", "q4-e4", "q4-e4-fast")
 SPEEDS = ("decode", "prefill_128", "prefill_512")
 COLUMNS = (("decode", "decode tok/s"), ("prefill_128", "prefill-128 tok/s"), ("prefill_512", "prefill-512 tok/s"),
            ("rss_gb", "peak RSS GB"), ("load_s", "load s"))
