@@ -216,9 +216,10 @@ def print_table(cells: list[Cell], limits: dict, flops: dict) -> None:
         row = [format_figure(c, key, limits, flops) for key, _ in COLUMNS]
         widths = [max(w, len(x)) for w, x in zip(widths, row)]
         rows.append((c, row))
-    print(f"{'engine':<13}{'width':<8}" + "  ".join(t.ljust(w) for (_, t), w in zip(COLUMNS, widths)))
+    ww = max([len("width")] + [len(c.width) for c in cells]) + 2  # (q4-e4-fast is 10 characters)
+    print(f"{'engine':<13}{'width':<{ww}}" + "  ".join(t.ljust(w) for (_, t), w in zip(COLUMNS, widths)))
     for c, row in rows:
-        print(f"{c.engine:<13}{c.width:<8}" + "  ".join(x.ljust(w) for x, w in zip(row, widths)))
+        print(f"{c.engine:<13}{c.width:<{ww}}" + "  ".join(x.ljust(w) for x, w in zip(row, widths)))
         for e in c.errors[:2]:
             print(f"{'':19}error: {e}")
 
@@ -236,11 +237,11 @@ def print_ratios(cells: list[Cell]) -> None:
                 a, b = mine.median(key), theirs.median(key)
                 figures.append(f"{a / b:19.2f}" if a and b else f"{'-':>19}")
             if any(f.strip() != "-" for f in figures):
-                rows.append(f"{'markbase/' + other:<22}{w:<8}" + "".join(figures))
+                rows.append(f"{'markbase/' + other:<22}{w:<12}" + "".join(figures))
     if rows:
         print("\nratios of medians, markbase / other (speeds: > 1 = markbase faster; RSS and load: < 1 = markbase "
               "smaller/faster)")
-        print(f"{'':30}" + "".join(f"{t:>19}" for _, t in COLUMNS))
+        print(f"{'':34}" + "".join(f"{t:>19}" for _, t in COLUMNS))
         print("\n".join(rows))
     print()
 

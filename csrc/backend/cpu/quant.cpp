@@ -212,6 +212,23 @@ MB_AVX2_TARGET inline void bias_times_xsum(const GemvArgs& a, const ST* b, int64
   }
 }
 
+// The groups of R rows in chunks of kXqChunk: per chunk s·dx per group (sdx) and the biases' share b·Σx (into
+// acc / tail) formed at once, vectorized, then body(g0, gn, sdx) takes the chunk's gn groups from g0. The x16 /
+// x8 kernels' common frame.
+constexpr int64_t kXqChunk = 128;
+template <int R, class ST, class Body>
+MB_AVX2_TARGET inline void for_each_chunk(const GemvArgs& a, const ST* s, const ST* b, __m256 (&acc)[R],
+                                          float (&tail)[R], Body&& body) {
+  alignas(32) float sdx[R][kXqChunk];
+  prefetch_scales(s, b, a.G, a.scale_stride, R);
+  for (int64_t g0 = 0; g0 < a.G; g0 += kXqChunk) {
+    const int64_t gn = std::min(kXqChunk, a.G - g0);
+    scale_times_dx<R>(a, s, g0, gn, sdx);
+    bias_times_xsum<R>(a, b, g0, gn, acc, tail);
+    body(g0, gn, sdx);
+  }
+}
+
 // As gemv_rows_avx2: the same bytes (group at offset o) of the next row of each stream, one hint per cache line.
 template <int R, int64_t kGroupBytes>
 MB_AVX2_TARGET inline void prefetch_next_rows(const uint8_t* const (&q)[R], int64_t next_row, int64_t o) {
@@ -233,13 +250,7 @@ MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST*
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), q[r] = a.q + r * a.row_bytes;
   const __m256i low4 = _mm256_set1_epi16(0x0F);
   constexpr int64_t kGroupBytes = GS * BITS / 8;
-  constexpr int64_t kChunk = 128;  // groups whose s·dx are formed at once (vectorized, out of the loop)
-  alignas(32) float sdx[R][kChunk];
-  prefetch_scales(s, b, a.G, a.scale_stride, R);
-  for (int64_t g0 = 0; g0 < a.G; g0 += kChunk) {
-    const int64_t gn = std::min(kChunk, a.G - g0);
-    scale_times_dx<R>(a, s, g0, gn, sdx);
-    bias_times_xsum<R>(a, b, g0, gn, acc, tail);
+  for_each_chunk<R>(a, s, b, acc, tail, [&](int64_t g0, int64_t gn, const float (&sdx)[R][kXqChunk]) MB_AVX2_TARGET {
     for (int64_t gi = 0; gi < gn; ++gi) {
       const int64_t g = g0 + gi, o = g * kGroupBytes;
       prefetch_next_rows<R, kGroupBytes>(q, a.next_row, o);
@@ -272,7 +283,7 @@ MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST*
       for (int r = 0; r < R; ++r)
         acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sdx[r][gi]), _mm256_cvtepi32_ps(d[r]), acc[r]);
     }
-  }
+  });
   for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + tail[r];
 }
 
@@ -286,7 +297,6 @@ template <int R, int GS, class ST>
 MB_AVX2_TARGET void gemv_rows_avx2_x8(const GemvArgs& a, const ST* s, const ST* b, float* out) {
   static_assert(R >= 1 && R <= kTileRows);
   constexpr int64_t kGroupBytes = GS / 2;
-  constexpr int64_t kChunk = 128;  // groups whose s·dx are formed at once (as the x16 kernel)
   __m256 acc[R];
   float tail[R] = {};  // (partial bias vectors, a last odd group of 32 columns)
   const uint8_t* q[R];
@@ -301,12 +311,7 @@ MB_AVX2_TARGET void gemv_rows_avx2_x8(const GemvArgs& a, const ST* s, const ST* 
     return _mm256_add_epi16(_mm256_maddubs_epi16(qe, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xe + o))),
                             _mm256_maddubs_epi16(qo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xo + o))));
   };
-  alignas(32) float sdx[R][kChunk];
-  prefetch_scales(s, b, a.G, a.scale_stride, R);
-  for (int64_t g0 = 0; g0 < a.G; g0 += kChunk) {
-    const int64_t gn = std::min(kChunk, a.G - g0);
-    scale_times_dx<R>(a, s, g0, gn, sdx);
-    bias_times_xsum<R>(a, b, g0, gn, acc, tail);
+  for_each_chunk<R>(a, s, b, acc, tail, [&](int64_t g0, int64_t gn, const float (&sdx)[R][kXqChunk]) MB_AVX2_TARGET {
     if constexpr (kGroupBytes >= 32) {  // a group is 1 or 2 steps of 32 bytes
       for (int64_t gi = 0; gi < gn; ++gi) {
         const int64_t o = (g0 + gi) * kGroupBytes;
@@ -344,7 +349,7 @@ MB_AVX2_TARGET void gemv_rows_avx2_x8(const GemvArgs& a, const ST* s, const ST* 
         }
       }
     }
-  }
+  });
   for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + tail[r];
 }
 
