@@ -36,7 +36,7 @@ int activation_bits(const Exec& ex, const QuantizedMatrix& w);
 // through vpdpbusd: the same integers, backend/cpu/quant_gemv_vnni.cpp). Σ x stays f32; other backends and shapes ignore it.
 // With ex.int8_activations the decode rows with 4-bit weights on AVX2 / AVX-512 VNNI round x per group to 8-bit
 // integers instead (dx = max|x_g| / 127, llama.cpp's Q8 activations: each x moves by up to max|x_g|·2⁻⁸,
-// two vpdpbusd per 128 weights instead of four on VNNI, half the multiplies of the 16-bit kernel on AVX2);
+// two vpdpbusd per 128 weights instead of four on VNNI, three multiplies per 64 weights instead of four on AVX2);
 // everything else as with int16_activations.
 void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* bias, Tensor& out, const Exec& ex = {});
 

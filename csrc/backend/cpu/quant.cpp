@@ -290,8 +290,8 @@ MB_AVX2_TARGET void gemv_rows_avx2_x16(const GemvArgs& a, const ST* s, const ST*
 // 4-bit weights against x rounded to 8-bit integers per group (precision="fast", llama.cpp's Q8 activations):
 // vpmaddubsw multiplies 32 nibbles (unsigned) by 32 x8 (signed) and adds pairs into i16 — at most
 // 2·15·127 = 3810 per lane, no saturation — and a group's four such sums per lane (≤ 15240 for 128 columns)
-// stay in i16 until one vpmaddwd widens them to i32. Half the multiplies of the x16 kernel per weight (it
-// spends a vpmaddwd per 16), which bounds 4-bit decode on AVX2 cores with one 128-bit multiply pipe
+// stay in i16 until one vpmaddwd widens them to i32: per 64 weights (group 64) two vpmaddubsw and one vpmaddwd
+// against the x16 kernel's four vpmaddwd, which bounds 4-bit decode on AVX2 cores with one 128-bit multiply pipe
 // (Zen 1). The sums are exact; then (s·dx)·Σ and b·Σx per group in f32, in the same accumulators.
 template <int R, int GS, class ST>
 MB_AVX2_TARGET void gemv_rows_avx2_x8(const GemvArgs& a, const ST* s, const ST* b, float* out) {
