@@ -37,6 +37,13 @@ void bind_ops_quant(py::module_& m) {
     return ops::dequantize_affine(matrix_of(q, s, b, bits, group_size, "dequantize"));
   }, py::arg("q"), py::arg("scales"), py::arg("biases"), py::kw_only(), py::arg("bits"), py::arg("group_size"),
      "f32 [rows, cols] = scales·q + biases.");
+  m.def("widen_affine_bits", [](const py::object& packed, int64_t K, int bits) {
+    Tensor p = as_tensor(packed, "widen_affine_bits", "packed");
+    py::gil_scoped_release nogil;
+    return ops::widen_affine_bits(p, K, bits);
+  }, py::arg("packed"), py::kw_only(), py::arg("cols"), py::arg("bits"),
+     "MLX's packed rows of `cols` values at 1-6 bits (u8 [.., cols·bits/8], a little-endian bit stream) widened "
+     "exactly to the kernels' width: 4-bit nibbles for bits ≤ 4, bytes for 5 and 6 (u8 [.., cols·held/8]).");
   m.def("linear_quantized", [](const py::object& xo, const py::object& q, const py::object& s, const py::object& b,
                                int bits, int group_size, const py::object& bo, const py::object& out,
                                const std::string& device, bool reference, bool int16_activations,

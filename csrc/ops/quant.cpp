@@ -126,6 +126,45 @@ QuantizedMatrix quantize_affine(const Tensor& w, int bits, int group_size, DType
   return m;
 }
 
+int held_affine_bits(int bits) {
+  if (bits < 1 || bits > 8 || bits == 7) throw InputError(cat("widen_affine_bits: MLX's affine widths are 1-6 and 8, got ", bits));
+  return bits <= 4 ? 4 : 8;
+}
+
+Tensor widen_affine_bits(const Tensor& packed, int64_t K, int bits) {
+  Check c{"widen_affine_bits"};
+  const int held = held_affine_bits(bits);
+  c.dtype(packed, "packed", {DType::U8});
+  c.contiguous(packed, "packed");
+  if (packed.dim() < 1 || K < 1 || K * bits % 8 || K * held % 8 || packed.size(-1) != K * bits / 8)
+    c.fail(cat("packed ", packed.describe(), " does not hold rows of ", K, " ", bits, "-bit values"));
+  Shape shape = packed.shape();
+  shape.back() = K * held / 8;
+  Tensor out = Tensor::empty(DType::U8, shape);
+  const int64_t rows = packed.numel() / packed.size(-1), in_bytes = packed.size(-1), out_bytes = shape.back();
+  const uint8_t* src = packed.data_as<const uint8_t>();
+  uint8_t* dst = out.data_as<uint8_t>();
+  const uint32_t mask = (1u << bits) - 1;
+  parallel_for(rows, std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, K)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* in = src + r * in_bytes;
+      uint8_t* o = dst + r * out_bytes;
+      // Value c spans at most two bytes (bits ≤ 8 from bit offset ≤ 7 within its first byte).
+      auto value = [&](int64_t col) {
+        const int64_t bit = col * bits, byte = bit >> 3;
+        uint32_t two = in[byte];
+        if (byte + 1 < in_bytes) two |= uint32_t(in[byte + 1]) << 8;
+        return (two >> (bit & 7)) & mask;
+      };
+      if (held == 8)
+        for (int64_t col = 0; col < K; ++col) o[col] = uint8_t(value(col));
+      else
+        for (int64_t col = 0; col < K; col += 2) o[col / 2] = uint8_t(value(col) | value(col + 1) << 4);
+    }
+  });
+  return out;
+}
+
 Tensor dequantize_affine(const QuantizedMatrix& m) {
   check_quantized(m, "dequantize", "w");
   const int64_t R = m.rows(), C = m.cols(), G = C / m.group_size, row_bytes = m.q.size(1);

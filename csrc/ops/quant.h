@@ -17,6 +17,14 @@ namespace mb::ops {
 // group_size 32, 64 or 128 dividing cols. The result owns new host memory.
 QuantizedMatrix quantize_affine(const Tensor& w, int bits, int group_size, DType scale_dtype);
 
+// MLX's other affine widths (1, 2, 3, 5 and 6 bits; 4 and 8 are the kernels' own) held at the width the
+// kernels take: a stored row is a little-endian bit stream, value c in bits [c·bits, (c + 1)·bits) of its
+// K·bits/8 bytes (MLX's packing for every width). packed: u8 [.., K·bits/8] (host memory); returns new u8
+// [.., K·held/8] with held = held_affine_bits(bits) — nibbles (low one first) or bytes, every value unchanged,
+// so s·q + b and every product with it are exactly those of the stored matrix.
+int held_affine_bits(int bits);
+Tensor widen_affine_bits(const Tensor& packed, int64_t K, int bits);
+
 // f32 [rows, cols] = scales · q + biases (host memory, for tests and tools).
 Tensor dequantize_affine(const QuantizedMatrix& m);
 

@@ -11,6 +11,7 @@ the cgroup limit of a container, or MARKBASE_MEMORY_LIMIT (bytes) when set.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict, dataclass
 
@@ -104,16 +105,44 @@ def text_weight_bytes(path: str, config=None) -> int:
     one row per token), the tied embedding counted once (as the LM head)."""
     from .io import open_checkpoint
     from .models.gemma4 import load_config
+    from .mlx_format import mlx_name
     from .models.gemma4.weights import text_prefix
 
     ckpt = open_checkpoint(path)
     prefix = text_prefix(config if config is not None else load_config(path))
+    prefixes = (prefix, mlx_name(prefix + "x")[:-1])  # transformers' names, or mlx-vlm's ("language_model.model.")
+    widths = _mlx_widths(path)
     total = 0
     for name in ckpt.keys():
-        if name.startswith(prefix) and "embed_tokens_per_layer" not in name:
+        if name.startswith(prefixes) and "embed_tokens_per_layer" not in name:
             lo, hi = ckpt.offsets(name)
-            total += hi - lo
+            total += int((hi - lo) * widths(name, ckpt))
     return total
+
+
+def _mlx_widths(path: str):
+    """(name, ckpt) -> the factor from stored to held bytes of a tensor: MLX's 1-3 and 5-6 bit matrices are held
+    as 4-bit nibbles / bytes (ops.widen_affine_bits), their bits read from config.json's "quantization" (the
+    model's bits, or a per-module entry as mixed recipes write); 1 for everything else."""
+    try:
+        with open(os.path.join(path, "config.json")) as f:
+            quant = json.load(f).get("quantization")
+    except (OSError, ValueError):
+        quant = None
+    if not isinstance(quant, dict):
+        return lambda name, ckpt: 1
+
+    def factor(name, ckpt):
+        base = name[: -len(".weight")] if name.endswith(".weight") else name
+        if ckpt.dtype(name) != "U32" or base + ".scales" not in ckpt:
+            return 1
+        entry = quant.get(base)
+        bits = entry.get("bits") if isinstance(entry, dict) else quant.get("bits")
+        if not isinstance(bits, int) or bits < 1 or bits in (4, 8):
+            return 1
+        return (4 if bits <= 4 else 8) / bits
+
+    return factor
 
 
 def plan_for(path: str, config, prefill_chunk: int, quantize_bits: int, max_context: int,

@@ -288,9 +288,13 @@ def _mlx_layout(stored: tuple, want: tuple) -> bool:
     return len(want) == 3 and want[1] == 1 and stored == (want[0], want[2], 1)
 
 
+# The affine widths MLX writes; markbase holds 1-3 bits as 4-bit nibbles and 5-6 as bytes (ops.widen_affine_bits).
+MLX_WIDTHS = (1, 2, 3, 4, 5, 6, 8)
+
+
 def _check_stored(name: str, fname: str, sf, want: tuple, present: dict, report: Report, mlx_name: bool = False) -> None:
     """Shape and dtype of one stored tensor of the table: as transformers saves it, or MLX-quantized
-    (u32-packed 4- or 8-bit values beside `<base>.scales` / `<base>.biases`, groups of 32 / 64 / 128)."""
+    (u32-packed values of 1-6 or 8 bits beside `<base>.scales` / `<base>.biases`, groups of 32 / 64 / 128)."""
     shape, dtype = tuple(sf.shape(name)), sf.dtype(name)
     base = _quant_base(name)
     if dtype == "U32" and base + ".scales" in present:
@@ -304,11 +308,11 @@ def _check_stored(name: str, fname: str, sf, want: tuple, present: dict, report:
         words = shape[-1] if shape else 0
         bits = words * 32 // K if K else 0
         ok = (len(want) >= 2 and shape[:-1] == want[:-1] and s_shape == b_shape and s_shape[:-1] == want[:-1]
-              and groups > 0 and K % groups == 0 and words * 32 == bits * K and bits in (4, 8) and K // groups in (32, 64, 128))
+              and groups > 0 and K % groups == 0 and words * 32 == bits * K and bits in MLX_WIDTHS and K // groups in (32, 64, 128))
         if not ok:
             report.shape_mismatches.append(
                 f"{name} in {fname}: quantized as {list(shape)} U32 with scales {list(s_shape)} and biases {list(b_shape)}, "
-                f"which is not a 4- or 8-bit matrix {list(want)} in groups of 32, 64 or 128")
+                f"which is not a matrix {list(want)} of 1-6 or 8 bits in groups of 32, 64 or 128")
         for part, f in ((base + ".scales", s_file), (base + ".biases", b_file)):
             if f.dtype(part) not in FLOAT_DTYPES:
                 report.dtype_mismatches.append(f"{part}: dtype {f.dtype(part)}, expected F32, BF16 or F16")

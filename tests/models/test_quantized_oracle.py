@@ -16,6 +16,7 @@ import markbase as mb
 from markbase._core import CheckpointError, ConfigError, InputError
 from oracle.families import FAMILIES, GREEDY_TOKENS
 from oracle.quantized import GROUP, build
+from markbase._core import ops
 
 DEVICES = mb.devices()
 CASES = [(f, 4) for f in FAMILIES] + [("e2b", 8), ("26b", 8)]
@@ -238,11 +239,13 @@ def test_bad_quantized_checkpoints(mlx_checkpoints, tmp_path):
     with pytest.raises(CheckpointError, match=r"q_proj\.biases is missing"):
         mb.load(d)
 
-    def three_bits(t):  # 3-bit packing: the word count no longer fits 4 or 8 bits
-        t[name + ".weight"] = t[name + ".weight"][:, : t[name + ".weight"].shape[1] * 3 // 4].copy()
-    d = _corrupt_copy(src, tmp_path / "bits", three_bits)
-    with pytest.raises(CheckpointError, match=r"q_proj\.weight.*4- or 8-bit"):
+    def seven_bits(t):  # 7 bits per value: a width MLX does not write
+        w = t[name + ".weight"]
+        t[name + ".weight"] = np.concatenate([w, w[:, : w.shape[1] * 3 // 4]], axis=1)
+    d = _corrupt_copy(src, tmp_path / "bits", seven_bits)
+    with pytest.raises(CheckpointError, match=r"q_proj\.weight.*1-6 or 8 bits"):
         mb.load(d)
+    assert any("q_proj.weight" in m and "1-6 or 8 bits" in m for m in mb.validate(d).shape_mismatches)
 
     d = _corrupt_copy(src, tmp_path / "mode", lambda t: None)
     cfg = json.load(open(os.path.join(d, "config.json")))
@@ -302,6 +305,82 @@ def test_mlx_names_unquantized(oracle, tmp_path, device):
         tokens.append(int(np.argmax(logits)))
         logits = sess.decode(tokens[-1])
     np.testing.assert_array_equal(tokens, ref["greedy"][:8])
+
+
+# MLX's widths a mixed recipe (mlx-lm / mlx-vlm --quant-predicate) may give the matrices of one checkpoint.
+MLX_WIDTHS = [6, 3, 5, 2, 8, 4, 1]
+
+
+@pytest.mark.parametrize("family", ["e2b", "26b"])
+def test_mlx_widths_load_as_mlx_dequantizes(oracle, mlx_checkpoints, family, tmp_path):
+    """A checkpoint whose matrices mlx itself quantized at 1-6 and 8 bits (cycled over the matrices, with the
+    per-module bits in config.json as a mixed recipe writes them) runs as the same checkpoint with every matrix
+    replaced by mx.dequantize's f32 values and no quantization (the dense path, under MLX's names, that
+    test_mlx_names_unquantized holds to transformers): logits to f32 rounding (as the tests above), greedy equal."""
+    import shutil
+
+    import mlx.core as mx
+    from safetensors.numpy import load_file, save_file
+
+    src = mlx_checkpoints[family]
+    widths, dense = tmp_path / "widths", tmp_path / "dense"
+    shutil.copytree(src, widths)
+    shutil.copytree(src, dense)
+    tensors = load_file(os.path.join(src, "model.safetensors"))
+    quant_t, dense_t, config_bits = dict(tensors), dict(tensors), {}
+    names = sorted(n[: -len(".scales")] for n in tensors if n.endswith(".scales"))
+    for i, base in enumerate(names):
+        words, scales, biases = tensors[base + ".weight"], tensors[base + ".scales"], tensors[base + ".biases"]
+        K = scales.shape[-1] * GROUP
+        stored_bits = words.shape[-1] * 32 // K
+        rows = words.reshape(-1, words.shape[-1]).view(np.uint8)
+        w = ops.dequantize(rows, scales.reshape(-1, scales.shape[-1]), biases.reshape(-1, biases.shape[-1]),
+                           bits=stored_bits, group_size=GROUP).numpy()
+        bits = MLX_WIDTHS[i % len(MLX_WIDTHS)]
+        wq, ws, wb = mx.quantize(mx.array(w), group_size=GROUP, bits=bits)
+        lead = words.shape[:-1]
+        quant_t[base + ".weight"] = np.array(wq).reshape(*lead, -1)
+        quant_t[base + ".scales"] = np.array(ws).astype(scales.dtype).reshape(scales.shape)
+        quant_t[base + ".biases"] = np.array(wb).astype(biases.dtype).reshape(biases.shape)
+        deq = mx.dequantize(mx.array(quant_t[base + ".weight"].reshape(len(w), -1)),
+                            mx.array(quant_t[base + ".scales"].reshape(len(w), -1)),
+                            mx.array(quant_t[base + ".biases"].reshape(len(w), -1)), group_size=GROUP, bits=bits)
+        dense_t[base + ".weight"] = np.array(deq).astype(np.float32).reshape(*lead, K)
+        del dense_t[base + ".scales"], dense_t[base + ".biases"]
+        config_bits[base] = bits
+    assert set(config_bits.values()) == set(MLX_WIDTHS)
+    save_file(quant_t, str(widths / "model.safetensors"))
+    save_file(dense_t, str(dense / "model.safetensors"))
+    cfg = json.load(open(widths / "config.json"))
+    for key in ("quantization", "quantization_config"):
+        cfg[key].update({base: {"group_size": GROUP, "bits": b} for base, b in config_bits.items() if b != cfg[key]["bits"]})
+    json.dump(cfg, open(widths / "config.json", "w"))
+    for key in ("quantization", "quantization_config"):
+        cfg.pop(key)
+    json.dump(cfg, open(dense / "config.json", "w"))
+
+    assert mb.validate(str(widths)).ok
+    if family == "e2b":  # dense: a decode step reads every matrix, so the memory plan's bytes are the held ones
+        from markbase.memory import text_weight_bytes
+
+        def unread(d):  # stored text bytes the plan counts beyond what the loaded model reads per step (norms...)
+            return text_weight_bytes(str(d)) - mb.load(str(d))._core.decode_weight_bytes
+        assert text_weight_bytes(str(widths)) != text_weight_bytes(src)
+        assert unread(widths) == unread(src)
+    ids = np.load(os.path.join(oracle[family], "reference.npz"))["ids"]
+    for device in DEVICES:
+        got_model = mb.load(str(widths), device=device, precision="f32")
+        want_model = mb.load(str(dense), device=device, precision="f32")
+        want = want_model.logits(ids)
+        assert rel_err(got_model.logits(ids), want) <= 1e-4
+        got_tokens, want_tokens = [], []
+        for model, tokens in ((got_model, got_tokens), (want_model, want_tokens)):
+            sess = model.session()
+            logits = sess.prefill(ids)
+            for _ in range(GREEDY_TOKENS):
+                tokens.append(int(np.argmax(logits)))
+                logits = sess.decode(tokens[-1])
+        assert got_tokens == want_tokens
 
 
 def test_embedding_bits_4_halves_the_tied_head(oracle):

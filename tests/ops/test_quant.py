@@ -79,6 +79,43 @@ def test_quantize_equals_mlx_algorithm(bits, group_size, sdtype):
     assert (np.abs(d - w) <= 1.5 * step + slack + 1e-6).all()
 
 
+def unpack_bitstream_np(words, cols, bits):
+    """MLX's packed rows (u32 [R, cols·bits/32]) as ints [R, cols]: value c in bits [c·bits, (c+1)·bits) of the
+    row's little-endian bit stream (mlx.core's extract_bits, any width), decoded with numpy's unpackbits."""
+    stream = np.unpackbits(np.ascontiguousarray(words).view(np.uint8), axis=1, bitorder="little")
+    return (stream[:, : cols * bits].reshape(-1, cols, bits).astype(np.int64) << np.arange(bits)).sum(-1)
+
+
+@pytest.mark.parametrize("group_size", [32, 64, 128])
+@pytest.mark.parametrize("bits", [1, 2, 3, 5, 6])
+def test_widen_affine_bits_holds_mlx_values(bits, group_size):
+    """MLX's other widths (quantized by mlx itself) widened to the kernels' nibbles / bytes: the same integers,
+    and dequantized they are mlx.core.dequantize's values (to an f32 rounding: MLX fuses s·q + b)."""
+    import mlx.core as mx
+
+    R, C = 7, 3 * 128
+    w = rng(bits * 100 + group_size).standard_normal((R, C)).astype(np.float32)
+    wq, ws, wb = mx.quantize(mx.array(w), group_size=group_size, bits=bits)
+    words, scales, biases = np.array(wq), np.array(ws), np.array(wb)
+    assert words.dtype == np.uint32 and words.shape == (R, C * bits // 32)
+    held = 4 if bits <= 4 else 8
+    got = ops.widen_affine_bits(words.view(np.uint8), cols=C, bits=bits).numpy()
+    assert got.shape == (R, C * held // 8)
+    want = unpack_bitstream_np(words, C, bits)
+    assert want.max() == (1 << bits) - 1  # every width's top value is exercised
+    np.testing.assert_array_equal(got, pack_np(want.astype(np.uint8), held))
+    deq = ops.dequantize(got, scales, biases, bits=held, group_size=group_size).numpy()
+    ref = np.array(mx.dequantize(wq, ws, wb, group_size=group_size, bits=bits))
+    np.testing.assert_allclose(deq, ref, rtol=0, atol=2 * U32 * np.abs(ref).max())
+
+
+def test_widen_affine_bits_rejects_bad_input():
+    with pytest.raises(mb.InputError, match="1-6 and 8"):
+        ops.widen_affine_bits(np.zeros((2, 14), np.uint8), cols=16, bits=7)
+    with pytest.raises(mb.InputError, match="does not hold rows of 64 6-bit values"):
+        ops.widen_affine_bits(np.zeros((2, 40), np.uint8), cols=64, bits=6)
+
+
 def test_quantize_accepts_bf16_and_f16_weights():
     w = rng(1).normal(size=(8, 64)).astype(np.float32)
     for dt in ("bf16", "f16"):

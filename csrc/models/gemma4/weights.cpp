@@ -126,11 +126,17 @@ bool find_quantized(const io::Checkpoint& ckpt, const std::string& name, const S
   const int64_t bytes = q.size(-1), groups = scales.size(-1);
   const int bits = int(bytes * 8 / K);
   const int group_size = int(K / groups);
-  if (bytes * 8 % K || K % groups || (bits != 4 && bits != 8) ||
+  if (bytes * 8 % K || K % groups || bits < 1 || bits > 8 || bits == 7 ||
       (group_size != 32 && group_size != 64 && group_size != 128))
     throw CheckpointError(cat(dir, ": quantized ", name, " holds ", K, " columns in ", bytes, " bytes per row with ", groups,
-                              " groups: markbase reads 4- and 8-bit affine weights in groups of 32, 64 or 128 "
+                              " groups: markbase reads MLX's affine weights of 1-6 or 8 bits in groups of 32, 64 or 128 "
                               "(other MLX modes and widths are not supported)"));
+  if (bits != 4 && bits != 8) {
+    // MLX's other widths, held exactly at the kernels' width (5 / 6 bits as bytes, 1-3 as nibbles): owned
+    // memory, so the mapped pages of the packed source are let go.
+    q = ops::widen_affine_bits(q, K, bits);
+    ckpt.release(name);
+  }
   for (const Tensor* t : {&scales, &biases})
     if (t->dtype() != DType::F32 && t->dtype() != DType::BF16 && t->dtype() != DType::F16)
       throw CheckpointError(cat(dir, ": ", t == &scales ? sn : bn, " has dtype ", dtype_name(t->dtype()),
@@ -138,7 +144,7 @@ bool find_quantized(const io::Checkpoint& ckpt, const std::string& name, const S
   out->q = q;
   out->scales = scales;
   out->biases = biases;
-  out->bits = bits;
+  out->bits = ops::held_affine_bits(bits);
   out->group_size = group_size;
   return true;
 }
