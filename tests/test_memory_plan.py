@@ -2,6 +2,8 @@
 tensors, a max_context that does not fit refused with the numbers, and the default max_context shrunk to
 what fits (MARKBASE_MEMORY_LIMIT stands in for the machine's available memory)."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -61,3 +63,38 @@ def test_quantized_plan_and_nothing_fits(ckpt, monkeypatch):
     monkeypatch.setenv("MARKBASE_MEMORY_LIMIT", "lots")
     with pytest.raises(mb.ConfigError, match="MARKBASE_MEMORY_LIMIT"):
         mb.load(ckpt)
+
+
+def test_plan_counts_a_widened_ple_table(tmp_path):
+    """An MLX 6-bit PLE table is held widened to bytes (resident, where a stored one stays a lazily touched
+    mapping the plan leaves out): the plan adds its held bytes. (Plan arithmetic on the table alone: the tiny
+    models' PLE rows of 80 values hold no whole group of 32, so no loadable 6-bit table exists at that size.)"""
+    import json
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    from markbase.memory import plan_for, text_weight_bytes, widened_table_bytes
+    from markbase.models.gemma4 import load_config
+    from markbase.testing import make_checkpoint
+
+    src = make_checkpoint(tmp_path / "q4", family="e2b", size="tiny", dtype="f32", seed=1, text_only=True, bits=4)
+    d = tmp_path / "ple6"
+    shutil.copytree(src, d)
+    name = next(n for n in open_checkpoint(src).keys() if "embed_tokens_per_layer" in n)
+    base = name[: -len(".weight")]
+    path = next(str(d / f) for f in os.listdir(d) if f.endswith(".safetensors") and name in load_file(str(d / f)))
+    tensors = load_file(path)
+    rows, cols = open_checkpoint(src).shape(name)[0], 80
+    tensors[name] = np.zeros((rows, cols * 6 // 32), np.uint32)
+    tensors[base + ".scales"] = tensors[base + ".biases"] = np.ones((rows, 5), np.float32)
+    save_file(tensors, path)
+    cfg = json.load(open(d / "config.json"))
+    cfg["quantization"][base] = {"group_size": 16, "bits": 6}
+    json.dump(cfg, open(d / "config.json", "w"))
+    config = load_config(str(d))
+    assert widened_table_bytes(str(src), config) == 0
+    assert widened_table_bytes(str(d), config) == rows * cols  # one byte per value
+    assert text_weight_bytes(str(d), config) == text_weight_bytes(str(src), config)  # not read per step
+    grow = plan_for(str(d), config, 64, 0, 64).weights_resident_bytes - plan_for(str(src), config, 64, 0, 64).weights_resident_bytes
+    assert grow == rows * cols
