@@ -198,6 +198,7 @@ def validate(path: str | os.PathLike, scan_values: bool = True, progress: bool |
             for i, n in enumerate(pair):
                 half_of[n] = (spec, i)
     quant_parts = _quantized_parts(present, by_name, half_of)
+    declared = _quantization_block(path)
     halves_seen: dict[str, set[int]] = defaultdict(set)
     for name, (fname, sf) in sorted(present.items()):
         if name in quant_parts:
@@ -208,7 +209,7 @@ def validate(path: str | os.PathLike, scan_values: bool = True, progress: bool |
             halves_seen[spec.name].add(i)
             want = list(spec.shape)
             want[-2] //= 2
-            _check_stored(name, fname, sf, tuple(want), present, report)
+            _check_stored(name, fname, sf, tuple(want), present, report, declared=declared)
             if len(halves_seen[spec.name]) == 2:
                 seen_specs.add(spec.name)
             continue
@@ -218,7 +219,8 @@ def validate(path: str | os.PathLike, scan_values: bool = True, progress: bool |
         if spec.name in seen_specs:
             report.shard_errors.append(f"tensor {spec.name} is stored twice (also as {name})")
         seen_specs.add(spec.name)
-        _check_stored(name, fname, sf, spec.shape, present, report, mlx_name=not name.startswith("model.") and name != spec.name)
+        _check_stored(name, fname, sf, spec.shape, present, report, mlx_name=not name.startswith("model.") and name != spec.name,
+                      declared=declared)
 
     groups: dict[str, list[str]] = defaultdict(list)
     totals: dict[str, int] = defaultdict(int)
@@ -246,13 +248,29 @@ def validate(path: str | os.PathLike, scan_values: bool = True, progress: bool |
     return report
 
 
-def _quantization_mode_error(path: str) -> str | None:
-    """config.json's MLX "quantization" block names a mode markbase reads (affine), or is absent."""
+def _quantization_block(path: str):
+    """config.json's MLX "quantization" block as stored (None when absent or unreadable)."""
     try:
         with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
-            q = json.load(f).get("quantization")
+            return json.load(f).get("quantization")
     except (OSError, ValueError, AttributeError):
         return None  # load_config already accepted the file; nothing more to say here
+
+
+def _declared_bits(declared, base: str) -> int | None:
+    """The bits config.json's quantization block gives module `base`: its own entry (a mixed recipe's), else
+    the model's; None when it says nothing usable (MLX builds each layer from these, so a checkpoint MLX loads
+    stores each matrix at its declared width)."""
+    if not isinstance(declared, dict):
+        return None
+    entry = declared.get(base, declared)
+    bits = entry.get("bits") if isinstance(entry, dict) else None
+    return bits if isinstance(bits, int) and not isinstance(bits, bool) else None
+
+
+def _quantization_mode_error(path: str) -> str | None:
+    """config.json's MLX "quantization" block names a mode markbase reads (affine), or is absent."""
+    q = _quantization_block(path)
     if q is None:
         return None
     if not isinstance(q, dict):
@@ -260,7 +278,7 @@ def _quantization_mode_error(path: str) -> str | None:
     mode = q.get("mode", "affine")
     if mode != "affine":
         return (f"{path}/config.json: quantization mode {mode!r} is not supported: markbase reads MLX's affine "
-                "4- and 8-bit weights (mode 'affine'); requantize with mode affine")
+                "weights (mode 'affine', 1-6 or 8 bits); requantize with mode affine")
     return None
 
 
@@ -292,7 +310,8 @@ def _mlx_layout(stored: tuple, want: tuple) -> bool:
 MLX_WIDTHS = (1, 2, 3, 4, 5, 6, 8)
 
 
-def _check_stored(name: str, fname: str, sf, want: tuple, present: dict, report: Report, mlx_name: bool = False) -> None:
+def _check_stored(name: str, fname: str, sf, want: tuple, present: dict, report: Report, mlx_name: bool = False,
+                  declared=None) -> None:
     """Shape and dtype of one stored tensor of the table: as transformers saves it, or MLX-quantized
     (u32-packed values of 1-6 or 8 bits beside `<base>.scales` / `<base>.biases`, groups of 32 / 64 / 128)."""
     shape, dtype = tuple(sf.shape(name)), sf.dtype(name)
@@ -313,6 +332,12 @@ def _check_stored(name: str, fname: str, sf, want: tuple, present: dict, report:
             report.shape_mismatches.append(
                 f"{name} in {fname}: quantized as {list(shape)} U32 with scales {list(s_shape)} and biases {list(b_shape)}, "
                 f"which is not a matrix {list(want)} of 1-6 or 8 bits in groups of 32, 64 or 128")
+        elif _declared_bits(declared, base) not in (None, bits):
+            # The width is read from the shapes; one that fits another width (a truncated or mislabelled matrix)
+            # would otherwise load as that width's values.
+            report.shape_mismatches.append(
+                f"{name} in {fname}: config.json's quantization gives {base} {_declared_bits(declared, base)} bits, but "
+                f"its {words} words per row hold {K} values at {bits} bits")
         for part, f in ((base + ".scales", s_file), (base + ".biases", b_file)):
             if f.dtype(part) not in FLOAT_DTYPES:
                 report.dtype_mismatches.append(f"{part}: dtype {f.dtype(part)}, expected F32, BF16 or F16")

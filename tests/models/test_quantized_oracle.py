@@ -247,6 +247,13 @@ def test_bad_quantized_checkpoints(mlx_checkpoints, tmp_path):
         mb.load(d)
     assert any("q_proj.weight" in m and "1-6 or 8 bits" in m for m in mb.validate(d).shape_mismatches)
 
+    def half_the_words(t):  # fits 2 bits, but config.json says the model's 4: refused, not read as 2-bit values
+        t[name + ".weight"] = t[name + ".weight"][:, : t[name + ".weight"].shape[1] // 2].copy()
+    d = _corrupt_copy(src, tmp_path / "declared", half_the_words)
+    with pytest.raises(CheckpointError, match=r"q_proj\.weight.*config\.json's quantization gives .*q_proj 4 bits, "
+                                              r"but its \d+ words per row hold \d+ values at 2 bits"):
+        mb.load(d)
+
     d = _corrupt_copy(src, tmp_path / "mode", lambda t: None)
     cfg = json.load(open(os.path.join(d, "config.json")))
     cfg["quantization"]["mode"] = "mxfp4"
