@@ -257,15 +257,15 @@ def _quantization_block(path: str):
         return None  # load_config already accepted the file; nothing more to say here
 
 
-def _declared_bits(declared, base: str) -> int | None:
-    """The bits config.json's quantization block gives module `base`: its own entry (a mixed recipe's), else
-    the model's; None when it says nothing usable (MLX builds each layer from these, so a checkpoint MLX loads
-    stores each matrix at its declared width)."""
+def _declared(declared, base: str, key: str) -> int | None:
+    """The `key` ("bits" / "group_size") config.json's quantization block gives module `base`: its own entry (a
+    mixed recipe's), else the model's; None when it says nothing usable (MLX builds each layer from these, so a
+    checkpoint MLX loads stores each matrix as declared)."""
     if not isinstance(declared, dict):
         return None
     entry = declared.get(base, declared)
-    bits = entry.get("bits") if isinstance(entry, dict) else None
-    return bits if isinstance(bits, int) and not isinstance(bits, bool) else None
+    value = entry.get(key) if isinstance(entry, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _quantization_mode_error(path: str) -> str | None:
@@ -332,12 +332,15 @@ def _check_stored(name: str, fname: str, sf, want: tuple, present: dict, report:
             report.shape_mismatches.append(
                 f"{name} in {fname}: quantized as {list(shape)} U32 with scales {list(s_shape)} and biases {list(b_shape)}, "
                 f"which is not a matrix {list(want)} of 1-6 or 8 bits in groups of 32, 64 or 128")
-        elif _declared_bits(declared, base) not in (None, bits):
-            # The width is read from the shapes; one that fits another width (a truncated or mislabelled matrix)
-            # would otherwise load as that width's values.
-            report.shape_mismatches.append(
-                f"{name} in {fname}: config.json's quantization gives {base} {_declared_bits(declared, base)} bits, but "
-                f"its {words} words per row hold {K} values at {bits} bits")
+        else:
+            # Width and group size are read from the shapes; shapes that fit other ones (a truncated or mislabelled
+            # matrix) would otherwise load as those values.
+            for key, got, how in (("bits", bits, f"its {words} words per row hold {K} values at {bits} bits"),
+                                  ("group_size", K // groups, f"its {groups} scales per row make groups of {K // groups}")):
+                if _declared(declared, base, key) not in (None, got):
+                    report.shape_mismatches.append(
+                        f"{name} in {fname}: config.json's quantization gives {base} {key} "
+                        f"{_declared(declared, base, key)}, but {how}")
         for part, f in ((base + ".scales", s_file), (base + ".biases", b_file)):
             if f.dtype(part) not in FLOAT_DTYPES:
                 report.dtype_mismatches.append(f"{part}: dtype {f.dtype(part)}, expected F32, BF16 or F16")

@@ -250,8 +250,16 @@ def test_bad_quantized_checkpoints(mlx_checkpoints, tmp_path):
     def half_the_words(t):  # fits 2 bits, but config.json says the model's 4: refused, not read as 2-bit values
         t[name + ".weight"] = t[name + ".weight"][:, : t[name + ".weight"].shape[1] // 2].copy()
     d = _corrupt_copy(src, tmp_path / "declared", half_the_words)
-    with pytest.raises(CheckpointError, match=r"q_proj\.weight.*config\.json's quantization gives .*q_proj 4 bits, "
+    with pytest.raises(CheckpointError, match=r"q_proj\.weight.*config\.json's quantization gives .*q_proj bits 4, "
                                               r"but its \d+ words per row hold \d+ values at 2 bits"):
+        mb.load(d)
+
+    d = _corrupt_copy(src, tmp_path / "groups", lambda t: None)  # declared groups of 32, stored groups of 64
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    cfg["quantization"][name] = {"group_size": 32, "bits": 4}
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    with pytest.raises(CheckpointError, match=r"q_proj\.weight.*gives .*q_proj group_size 32, but its 1 scales per "
+                                              r"row make groups of 64"):
         mb.load(d)
 
     d = _corrupt_copy(src, tmp_path / "mode", lambda t: None)
