@@ -11,7 +11,6 @@ the cgroup limit of a container, or MARKBASE_MEMORY_LIMIT (bytes) when set.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass
 
@@ -133,23 +132,18 @@ def widened_table_bytes(path: str, config=None) -> int:
 
 def _mlx_widths(path: str):
     """(name, ckpt) -> the factor from stored to held bytes of a tensor: MLX's 1-3 and 5-6 bit matrices are held
-    as 4-bit nibbles / bytes (ops.widen_affine_bits), their bits read from config.json's "quantization" (the
-    model's bits, or a per-module entry as mixed recipes write); 1 for everything else."""
-    try:
-        with open(os.path.join(path, "config.json")) as f:
-            quant = json.load(f).get("quantization")
-    except (OSError, ValueError):
-        quant = None
-    if not isinstance(quant, dict):
-        return lambda name, ckpt: 1
+    as 4-bit nibbles / bytes (ops.widen_affine_bits), their bits as config.json declares them (which validate
+    holds to the shapes); 1 for everything else."""
+    from .mlx_format import declared_value, read_quantization
+
+    block = read_quantization(path)
 
     def factor(name, ckpt):
         base = name[: -len(".weight")] if name.endswith(".weight") else name
         if ckpt.dtype(name) != "U32" or base + ".scales" not in ckpt:
             return 1
-        entry = quant.get(base)
-        bits = entry.get("bits") if isinstance(entry, dict) else quant.get("bits")
-        if not isinstance(bits, int) or bits < 1 or bits in (4, 8):
+        bits = declared_value(block, base, "bits")
+        if bits is None or bits < 1 or bits in (4, 8):
             return 1
         return (4 if bits <= 4 else 8) / bits
 

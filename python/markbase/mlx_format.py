@@ -156,6 +156,26 @@ def quantization_config(bits: int, group_size: int, overrides: dict[str, int]) -
     return q
 
 
+def read_quantization(path: str):
+    """config.json's "quantization" block as stored (None when absent or unreadable)."""
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            return json.load(f).get("quantization")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def declared_value(block, base: str, key: str) -> int | None:
+    """The `key` ("bits" / "group_size") a quantization block gives module `base` (a weight's name without
+    ".weight"): its own entry (a mixed recipe's), else the model's; None when it says nothing usable. MLX builds
+    each layer from these, so a checkpoint MLX loads stores each matrix as declared (validate checks it)."""
+    if not isinstance(block, dict):
+        return None
+    entry = block.get(base, block)
+    value = entry.get(key) if isinstance(entry, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _raw_rows(src, name: str) -> Iterator[bytes]:
     arr = src[name]
     step = max(1, ROW_BLOCK_BYTES // max(1, arr[0].nbytes if arr.ndim else arr.nbytes))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._core import CheckpointError, ConfigError, MarkbaseError
+from .mlx_format import declared_value, read_quantization
 
 FLOAT_DTYPES = {"F32", "BF16", "F16"}
 INDEX_FILE = "model.safetensors.index.json"
@@ -198,7 +199,7 @@ def validate(path: str | os.PathLike, scan_values: bool = True, progress: bool |
             for i, n in enumerate(pair):
                 half_of[n] = (spec, i)
     quant_parts = _quantized_parts(present, by_name, half_of)
-    declared = _quantization_block(path)
+    declared = read_quantization(path)
     halves_seen: dict[str, set[int]] = defaultdict(set)
     for name, (fname, sf) in sorted(present.items()):
         if name in quant_parts:
@@ -248,29 +249,9 @@ def validate(path: str | os.PathLike, scan_values: bool = True, progress: bool |
     return report
 
 
-def _quantization_block(path: str):
-    """config.json's MLX "quantization" block as stored (None when absent or unreadable)."""
-    try:
-        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
-            return json.load(f).get("quantization")
-    except (OSError, ValueError, AttributeError):
-        return None  # load_config already accepted the file; nothing more to say here
-
-
-def _declared(declared, base: str, key: str) -> int | None:
-    """The `key` ("bits" / "group_size") config.json's quantization block gives module `base`: its own entry (a
-    mixed recipe's), else the model's; None when it says nothing usable (MLX builds each layer from these, so a
-    checkpoint MLX loads stores each matrix as declared)."""
-    if not isinstance(declared, dict):
-        return None
-    entry = declared.get(base, declared)
-    value = entry.get(key) if isinstance(entry, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _quantization_mode_error(path: str) -> str | None:
     """config.json's MLX "quantization" block names a mode markbase reads (affine), or is absent."""
-    q = _quantization_block(path)
+    q = read_quantization(path)
     if q is None:
         return None
     if not isinstance(q, dict):
@@ -337,10 +318,10 @@ def _check_stored(name: str, fname: str, sf, want: tuple, present: dict, report:
             # matrix) would otherwise load as those values.
             for key, got, how in (("bits", bits, f"its {words} words per row hold {K} values at {bits} bits"),
                                   ("group_size", K // groups, f"its {groups} scales per row make groups of {K // groups}")):
-                if _declared(declared, base, key) not in (None, got):
+                if declared_value(declared, base, key) not in (None, got):
                     report.shape_mismatches.append(
                         f"{name} in {fname}: config.json's quantization gives {base} {key} "
-                        f"{_declared(declared, base, key)}, but {how}")
+                        f"{declared_value(declared, base, key)}, but {how}")
         for part, f in ((base + ".scales", s_file), (base + ".biases", b_file)):
             if f.dtype(part) not in FLOAT_DTYPES:
                 report.dtype_mismatches.append(f"{part}: dtype {f.dtype(part)}, expected F32, BF16 or F16")
