@@ -209,6 +209,11 @@ def format_figure(cell: Cell, key: str, limits: dict, flops: dict) -> str:
     return text + (f" {frac:4.0%}" if frac is not None else "")
 
 
+def width_column(cells: list[Cell]) -> int:
+    """Characters for the width column of the tables (q4-e4-fast is 10)."""
+    return max([len("width")] + [len(c.width) for c in cells]) + 2
+
+
 def print_table(cells: list[Cell], limits: dict, flops: dict) -> None:
     widths = [len(title) for _, title in COLUMNS]
     rows = []
@@ -216,7 +221,7 @@ def print_table(cells: list[Cell], limits: dict, flops: dict) -> None:
         row = [format_figure(c, key, limits, flops) for key, _ in COLUMNS]
         widths = [max(w, len(x)) for w, x in zip(widths, row)]
         rows.append((c, row))
-    ww = max([len("width")] + [len(c.width) for c in cells]) + 2  # (q4-e4-fast is 10 characters)
+    ww = width_column(cells)
     print(f"{'engine':<13}{'width':<{ww}}" + "  ".join(t.ljust(w) for (_, t), w in zip(COLUMNS, widths)))
     for c, row in rows:
         print(f"{c.engine:<13}{c.width:<{ww}}" + "  ".join(x.ljust(w) for x, w in zip(row, widths)))
@@ -226,6 +231,7 @@ def print_table(cells: list[Cell], limits: dict, flops: dict) -> None:
 
 def print_ratios(cells: list[Cell]) -> None:
     by = {(c.engine, c.width): c for c in cells}
+    ww = width_column(cells)
     rows = []
     for other in ("llama.cpp", "transformers"):
         for w in WIDTHS + VARIANT_WIDTHS:
@@ -237,11 +243,11 @@ def print_ratios(cells: list[Cell]) -> None:
                 a, b = mine.median(key), theirs.median(key)
                 figures.append(f"{a / b:19.2f}" if a and b else f"{'-':>19}")
             if any(f.strip() != "-" for f in figures):
-                rows.append(f"{'markbase/' + other:<22}{w:<12}" + "".join(figures))
+                rows.append(f"{'markbase/' + other:<22}{w:<{ww}}" + "".join(figures))
     if rows:
         print("\nratios of medians, markbase / other (speeds: > 1 = markbase faster; RSS and load: < 1 = markbase "
               "smaller/faster)")
-        print(f"{'':34}" + "".join(f"{t:>19}" for _, t in COLUMNS))
+        print(f"{'':{22 + ww}}" + "".join(f"{t:>19}" for _, t in COLUMNS))
         print("\n".join(rows))
     print()
 

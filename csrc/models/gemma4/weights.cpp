@@ -131,16 +131,16 @@ bool find_quantized(const io::Checkpoint& ckpt, const std::string& name, const S
     throw CheckpointError(cat(dir, ": quantized ", name, " holds ", K, " columns in ", bytes, " bytes per row with ", groups,
                               " groups: markbase reads MLX's affine weights of 1-6 or 8 bits in groups of 32, 64 or 128 "
                               "(other MLX modes and widths are not supported)"));
-  if (bits != 4 && bits != 8) {
+  for (const Tensor* t : {&scales, &biases})
+    if (t->dtype() != DType::F32 && t->dtype() != DType::BF16 && t->dtype() != DType::F16)
+      throw CheckpointError(cat(dir, ": ", t == &scales ? sn : bn, " has dtype ", dtype_name(t->dtype()),
+                                ", expected F32, BF16 or F16"));
+  if (bits != 4 && bits != 8) {  // (after every check: a refused matrix costs no pass)
     // MLX's other widths, held exactly at the kernels' width (5 / 6 bits as bytes, 1-3 as nibbles): owned
     // memory, so the mapped pages of the packed source are let go.
     q = ops::widen_affine_bits(q, K, bits);
     ckpt.release(name);
   }
-  for (const Tensor* t : {&scales, &biases})
-    if (t->dtype() != DType::F32 && t->dtype() != DType::BF16 && t->dtype() != DType::F16)
-      throw CheckpointError(cat(dir, ": ", t == &scales ? sn : bn, " has dtype ", dtype_name(t->dtype()),
-                                ", expected F32, BF16 or F16"));
   out->q = q;
   out->scales = scales;
   out->biases = biases;
