@@ -1,6 +1,6 @@
 // Affine-quantized weights (ops/quant.h): w[n, k] = s[n, k / g] · q[n, k] + b[n, k / g], q an unsigned
 // 4- or 8-bit integer packed little-endian (8-bit: a byte each; 4-bit: two per byte, even k in the low
-// nibble), s and b stored as f32 / bf16 / f16 (ST). Activations and outputs f32; each weight is
+// nibble; a gathered table may also hold MLX's 1-3, 5 and 6 bits, a little-endian bit stream per row), s and b stored as f32 / bf16 / f16 (ST). Activations and outputs f32; each weight is
 // dequantized to f32 as s·q + b (two roundings, as the CPU reference) before its product, and every sum
 // is f32. Kernels (dispatch: csrc/backend/metal/quant_dispatch.cpp):
 //   linear_quantized_matvec_q<bits>_<ST>_<BS>  decode (M <= 4): a simdgroup owns kQMatvecRows rows of w,
@@ -8,7 +8,7 @@
 //   linear_quantized_tiled_q<bits>_<ST>_<BS>   prefill: a 32 × 32 out tile per threadgroup, x and the
 //       dequantized w staged through threadgroup memory 16 k at a time; 256 threads, 2 × 2 outputs each.
 //   linear_quantized_gathered_q<bits>_<ST>     row r of x through matrix ids[r] of stacked w (the matvec body).
-//   embedding_quantized_q<bits>_<ST>           out[t, d] = dequantized table[ids[t], d] · scale.
+//   embedding_quantized_q<bits>_<ST>           out[t, d] = dequantized table[ids[t], d] · scale (bits 1-6, 8).
 // BS: the bias dtype (bound empty and never read without a bias; the name then repeats ST).
 //
 // Bytes per call (Sq = bits / 8 bytes per weight, Ss = bytes per scale, g = group size):
@@ -34,9 +34,17 @@ inline float dequant(DEVICE_PTR(const uchar) q, DEVICE_PTR(const ST) s, DEVICE_P
   uint v;
   if (BITS == 8) {
     v = uint(q[n * a.row_bytes + k]);
-  } else {
+  } else if (BITS == 4) {
     const uint byte = uint(q[n * a.row_bytes + k / 2]);
     v = (k & 1u) != 0u ? (byte >> 4) : (byte & 15u);
+  } else {
+    // MLX's other widths (gathered tables only): a little-endian bit stream; the second byte is read only
+    // when the value straddles it, so nothing past the row is touched.
+    const uint bit = k * BITS, shift = bit & 7u;
+    const uint at = n * a.row_bytes + bit / 8u;
+    uint two = uint(q[at]);
+    if (shift + BITS > 8u) two |= uint(q[at + 1u]) << 8;
+    v = (two >> shift) & ((1u << BITS) - 1u);
   }
   const uint gi = n * a.groups + k / a.group_size;
   return load_f32(s[gi]) * float(v) + load_f32(b[gi]);
@@ -200,3 +208,13 @@ MB_QEMBEDDING_KERNEL(4, f16, half)
 MB_QEMBEDDING_KERNEL(8, f32, float)
 MB_QEMBEDDING_KERNEL(8, bf16, bf16_t)
 MB_QEMBEDDING_KERNEL(8, f16, half)
+// MLX's other widths: a PLE table gathered at its stored width (never a linear weight).
+#define MB_QEMBEDDING_DTYPES(bits)            \
+  MB_QEMBEDDING_KERNEL(bits, f32, float)      \
+  MB_QEMBEDDING_KERNEL(bits, bf16, bf16_t)    \
+  MB_QEMBEDDING_KERNEL(bits, f16, half)
+MB_QEMBEDDING_DTYPES(1)
+MB_QEMBEDDING_DTYPES(2)
+MB_QEMBEDDING_DTYPES(3)
+MB_QEMBEDDING_DTYPES(5)
+MB_QEMBEDDING_DTYPES(6)

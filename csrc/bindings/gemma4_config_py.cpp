@@ -187,8 +187,10 @@ void bind_gemma4_config(py::module_& m) {
                              "pairs of names MLX stores this matrix's two halves (along dim -2) under")
       .def_readonly("linear", &WeightSpec::linear, "held as a matrix that may be stored MLX-quantized")
       .def_property_readonly("quant", [](const WeightSpec& s) {
-        return s.quant == QuantRule::Matrix ? "matrix" : s.quant == QuantRule::Table ? "table" : "keep";
-      }, "what load-time quantization does: 'matrix' (to the requested bits), 'table' (8 bits), 'keep'")
+        return s.quant == QuantRule::Matrix ? "matrix" : s.quant == QuantRule::Table ? "table"
+               : s.quant == QuantRule::Gathered ? "gathered" : "keep";
+      }, "what load-time quantization does: 'matrix' (to the requested bits), 'table' (8 bits), 'keep' or "
+         "'gathered' (stays as stored; a gathered-only table also keeps an MLX width the linear kernels lack)")
       .def("__repr__", [](const WeightSpec& s) { return cat("WeightSpec(", s.name, ", ", shape_str(s.shape), ")"); });
 
   m.def("weight_table", &weight_table, py::arg("config"),

@@ -36,7 +36,7 @@ void bind_ops_quant(py::module_& m) {
   m.def("dequantize", [](const py::object& q, const py::object& s, const py::object& b, int bits, int group_size) {
     return ops::dequantize_affine(matrix_of(q, s, b, bits, group_size, "dequantize"));
   }, py::arg("q"), py::arg("scales"), py::arg("biases"), py::kw_only(), py::arg("bits"), py::arg("group_size"),
-     "f32 [rows, cols] = scales·q + biases.");
+     "f32 [rows, cols] = scales·q + biases (any MLX width: 1-6 or 8 bits).");
   m.def("widen_affine_bits", [](const py::object& packed, int64_t K, int bits) {
     Tensor p = as_tensor(packed, "widen_affine_bits", "packed");
     py::gil_scoped_release nogil;
@@ -106,13 +106,13 @@ void bind_ops_quant(py::module_& m) {
     const char* op = "embedding_quantized";
     ops::QuantizedMatrix t = matrix_of(q, s, b, bits, group_size, op);
     Tensor ids = as_tensor(ido, op, "ids");
-    const int64_t cols = t.q.dim() == 2 && (bits == 4 || bits == 8) ? t.q.size(1) * 8 / bits : 0;
+    const int64_t cols = t.q.dim() == 2 && bits >= 1 && bits <= 8 ? t.q.size(1) * 8 / bits : 0;
     Tensor y = out_or_empty(out, op, DType::F32, {ids.dim() == 1 ? ids.size(0) : 0, cols});
     run_ops(device, reference, [&](const Exec& ex) { ops::embedding_quantized(t, ids, y, scale, ex); });
     return y;
   }, py::arg("q"), py::arg("scales"), py::arg("biases"), py::kw_only(), py::arg("bits"), py::arg("group_size"),
      py::arg("ids"), py::arg("scale") = 1.0f, py::arg("out") = py::none(), py::arg("device") = "cpu",
-     py::arg("reference") = false, "Rows ids of the dequantized table, times scale: [T, cols] f32.");
+     py::arg("reference") = false, "Rows ids of the dequantized table (any MLX width: 1-6 or 8 bits), times scale: [T, cols] f32.");
 }
 
 Registrar reg_ops_quant("ops", bind_ops_quant);

@@ -9,13 +9,15 @@ namespace mb::ops {
 
 // quantized weights (ops/quant.h): a matrix [rows, cols] in MLX's affine format,
 //   w[r, c] = scales[r, c / group_size] · q[r, c] + biases[r, c / group_size],
-// q an unsigned `bits`-bit integer. Packing is the little-endian byte image of MLX's uint32 words:
-// bits = 8, one value per byte; bits = 4, two per byte, the even column in the low nibble.
+// q an unsigned `bits`-bit integer. Packing is the little-endian byte image of MLX's uint32 words, a bit
+// stream per row with value c in bits [c·bits, (c + 1)·bits): bits = 8, one value per byte; bits = 4, two
+// per byte, the even column in the low nibble. The linear kernels take 4 and 8 bits; a table that is only
+// gathered (ops::embedding_quantized) may also hold MLX's other widths, 1-3, 5 and 6.
 struct QuantizedMatrix {
   Tensor q;            // u8 [rows, cols · bits / 8]
   Tensor scales;       // [rows, cols / group_size] f32 / bf16 / f16
   Tensor biases;       // like scales
-  int bits = 0;        // 4 or 8; 0 = no matrix
+  int bits = 0;        // 4 or 8 (1-3, 5, 6 in a gathered table); 0 = no matrix
   int group_size = 0;  // 32, 64 or 128
 
   bool defined() const { return bits != 0; }
@@ -30,6 +32,18 @@ struct QuantizedMatrix {
     return m;
   }
 };
+
+// Value c of a packed row of `bits`-bit values. A value spans at most two bytes, and the second only when
+// it straddles them, so no byte past the row's K·bits/8 is read.
+inline uint32_t affine_value(const uint8_t* row, int64_t c, int bits) {
+  if (bits == 8) return row[c];
+  if (bits == 4) return (row[c >> 1] >> ((c & 1) * 4)) & 0x0Fu;
+  const int64_t bit = c * bits, byte = bit >> 3;
+  const int shift = int(bit & 7);
+  uint32_t two = row[byte];
+  if (shift + bits > 8) two |= uint32_t(row[byte + 1]) << 8;
+  return (two >> shift) & ((1u << bits) - 1u);
+}
 
 // attention (ops/attention.h)
 struct AttentionParams {

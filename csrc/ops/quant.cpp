@@ -25,18 +25,13 @@ void with_float_type(DType t, F&& f) {
   }
 }
 
-// Value c of a packed row (bits 4: low nibble for even c).
-inline uint32_t q_at(const uint8_t* row, int64_t c, int bits) {
-  if (bits == 8) return row[c];
-  const uint8_t b = row[c >> 1];
-  return (c & 1) ? uint32_t(b >> 4) : uint32_t(b & 0x0F);
-}
-
 }  // namespace
 
-void check_quantized(const QuantizedMatrix& m, const char* op, const char* what) {
+void check_quantized(const QuantizedMatrix& m, const char* op, const char* what, bool any_mlx_width) {
   Check c{op};
-  if (m.bits != 4 && m.bits != 8) c.fail(cat(what, ": bits must be 4 or 8, got ", m.bits));
+  if (any_mlx_width && (m.bits < 1 || m.bits > 8 || m.bits == 7))
+    c.fail(cat(what, ": bits must be one of MLX's affine widths 1-6 or 8, got ", m.bits));
+  if (!any_mlx_width && m.bits != 4 && m.bits != 8) c.fail(cat(what, ": bits must be 4 or 8, got ", m.bits));
   if (m.group_size != 32 && m.group_size != 64 && m.group_size != 128)
     c.fail(cat(what, ": group_size must be 32, 64 or 128, got ", m.group_size));
   const std::string qn = cat(what, ".q"), sn = cat(what, ".scales"), bn = cat(what, ".biases");
@@ -44,6 +39,7 @@ void check_quantized(const QuantizedMatrix& m, const char* op, const char* what)
   c.dtype(m.q, qn.c_str(), {DType::U8});
   c.contiguous(m.q, qn.c_str());
   const int64_t rows = m.q.size(0), cols = m.q.size(1) * 8 / m.bits;
+  if (m.q.size(1) * 8 % m.bits) c.fail(cat(qn, " ", m.q.describe(), ": rows are not a whole number of ", m.bits, "-bit values"));
   if (cols % m.group_size)
     c.fail(cat(what, ": ", cols, " columns are not a whole number of groups of ", m.group_size));
   c.rank(m.scales, sn.c_str(), 2);
@@ -144,18 +140,11 @@ Tensor widen_affine_bits(const Tensor& packed, int64_t K, int bits) {
   const int64_t rows = packed.numel() / packed.size(-1), in_bytes = packed.size(-1), out_bytes = shape.back();
   const uint8_t* src = packed.data_as<const uint8_t>();
   uint8_t* dst = out.data_as<uint8_t>();
-  const uint32_t mask = (1u << bits) - 1;
   parallel_for(rows, std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, K)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* in = src + r * in_bytes;
       uint8_t* o = dst + r * out_bytes;
-      // Value c spans at most two bytes (bits ≤ 8 from bit offset ≤ 7 within its first byte).
-      auto value = [&](int64_t col) {
-        const int64_t bit = col * bits, byte = bit >> 3;
-        uint32_t two = in[byte];
-        if (byte + 1 < in_bytes) two |= uint32_t(in[byte + 1]) << 8;
-        return (two >> (bit & 7)) & mask;
-      };
+      auto value = [&](int64_t col) { return affine_value(in, col, bits); };
       if (held == 8)
         for (int64_t col = 0; col < K; ++col) o[col] = uint8_t(value(col));
       else
@@ -166,7 +155,7 @@ Tensor widen_affine_bits(const Tensor& packed, int64_t K, int bits) {
 }
 
 Tensor dequantize_affine(const QuantizedMatrix& m) {
-  check_quantized(m, "dequantize", "w");
+  check_quantized(m, "dequantize", "w", /*any_mlx_width=*/true);
   const int64_t R = m.rows(), C = m.cols(), G = C / m.group_size, row_bytes = m.q.size(1);
   Tensor out = Tensor::empty(DType::F32, {R, C});
   with_float_type(m.scales.dtype(), [&](auto stag) {
@@ -178,7 +167,7 @@ Tensor dequantize_affine(const QuantizedMatrix& m) {
       for (int64_t c = 0; c < C; ++c) {
         const int64_t g = c / m.group_size;
         out.data_as<float>()[r * C + c] =
-            load_f32(scales + r * G + g) * float(q_at(row, c, m.bits)) + load_f32(biases + r * G + g);
+            load_f32(scales + r * G + g) * float(affine_value(row, c, m.bits)) + load_f32(biases + r * G + g);
       }
     }
   });
@@ -248,7 +237,7 @@ void linear_quantized_gathered(const Tensor& x, const QuantizedMatrix& w, const 
 
 void embedding_quantized(const QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale, const Exec& ex) {
   Check c{"embedding_quantized"};
-  check_quantized(table, c.op, "table");
+  check_quantized(table, c.op, "table", /*any_mlx_width=*/true);
   c.rank(ids, "ids", 1);
   c.dtype(ids, "ids", {DType::I32});
   c.contiguous(ids, "ids");

@@ -25,11 +25,12 @@ QuantizedMatrix quantize_affine(const Tensor& w, int bits, int group_size, DType
 int held_affine_bits(int bits);
 Tensor widen_affine_bits(const Tensor& packed, int64_t K, int bits);
 
-// f32 [rows, cols] = scales · q + biases (host memory, for tests and tools).
+// f32 [rows, cols] = scales · q + biases (host memory, for tests and tools; any MLX width).
 Tensor dequantize_affine(const QuantizedMatrix& m);
 
-// Checks a QuantizedMatrix's shapes and dtypes against each other (InputError naming `what`).
-void check_quantized(const QuantizedMatrix& m, const char* op, const char* what);
+// Checks a QuantizedMatrix's shapes and dtypes against each other (InputError naming `what`): 4 or 8 bits,
+// or with any_mlx_width every width MLX writes (1-6, 8; what a gather reads).
+void check_quantized(const QuantizedMatrix& m, const char* op, const char* what, bool any_mlx_width = false);
 
 // The rounding ex allows the activations of products with w: 0 (f32), 16 or 8 bits (Backend::linear_quantized).
 int activation_bits(const Exec& ex, const QuantizedMatrix& w);
@@ -57,7 +58,9 @@ void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* b
 void linear_quantized_gathered(const Tensor& x, const QuantizedMatrix& w, const Tensor& ids, Tensor& out,
                                const Exec& ex = {});
 
-// out[t] = dequantized row ids[t] of table · scale: ids [T] i32 in [0, rows); out [T, cols] f32.
+// out[t] = dequantized row ids[t] of table · scale: ids [T] i32 in [0, rows); out [T, cols] f32. The table may
+// hold any MLX width (1-6 or 8 bits): a gather reads the stored bit stream as it is (the PLE table of an MLX
+// checkpoint stays a lazily touched mapping at its stored width).
 void embedding_quantized(const QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale,
                          const Exec& ex = {});
 

@@ -99,9 +99,10 @@ def kv_sizes(text_config, prefill_chunk: int) -> tuple[int, int, int]:
     return per_token, ring_slot, text_config.sliding_window - 1 + prefill_chunk
 
 
-def _text_bytes(path: str, config=None) -> tuple[int, int]:
-    """(bytes of text weights a decode step reads, bytes of a widened PLE table), in one pass over the stored
-    text tensors. Each counts as held: an MLX 1-3 / 5-6 bit matrix at its widened size (_mlx_widths)."""
+def text_weight_bytes(path: str, config=None) -> int:
+    """Bytes of text weights a decode step reads (as held: MLX's 1-3 / 5-6 bit matrices widened): every text
+    tensor but the PLE table (a gather of one row per token, mapped at its stored width), the tied embedding
+    counted once (as the LM head)."""
     from .io import open_checkpoint
     from .mlx_format import mlx_name
     from .models.gemma4 import load_config
@@ -111,28 +112,12 @@ def _text_bytes(path: str, config=None) -> tuple[int, int]:
     prefix = text_prefix(config if config is not None else load_config(path))
     prefixes = (prefix, mlx_name(prefix + "x")[:-1])  # transformers' names, or mlx-vlm's ("language_model.model.")
     widths = _mlx_widths(path)
-    read, table = 0, 0
+    read = 0
     for name in ckpt.keys():
-        if name.startswith(prefixes):
+        if name.startswith(prefixes) and "embed_tokens_per_layer" not in name:
             lo, hi = ckpt.offsets(name)
-            factor = widths(name, ckpt)
-            if "embed_tokens_per_layer" not in name:
-                read += int((hi - lo) * factor)
-            elif factor != 1:
-                table += int((hi - lo) * factor)
-    return read, table
-
-
-def text_weight_bytes(path: str, config=None) -> int:
-    """Bytes of text weights a decode step reads (as held: MLX's 1-3 / 5-6 bit matrices widened): every text
-    tensor but the PLE table (a gather of one row per token), the tied embedding counted once (as the LM head)."""
-    return _text_bytes(path, config)[0]
-
-
-def widened_table_bytes(path: str, config=None) -> int:
-    """Bytes of a PLE table load widens (an MLX 1-3 / 5-6 bit one): resident, where a stored one stays a lazily
-    touched mapping that the plan does not count."""
-    return _text_bytes(path, config)[1]
+            read += int((hi - lo) * widths(name, ckpt))
+    return read
 
 
 def _mlx_widths(path: str):
@@ -157,12 +142,11 @@ def _mlx_widths(path: str):
 
 def plan_for(path: str, config, prefill_chunk: int, quantize_bits: int, max_context: int,
              arena_bytes: int = ARENA_ALLOWANCE) -> MemoryPlan:
-    mapped, widened_table = _text_bytes(path, config)
+    mapped = text_weight_bytes(path, config)
     resident = 0
     if quantize_bits:  # the quantized copy replaces the mapped matrices: about bits/16 of their bf16 bytes
         resident = int(mapped * (quantize_bits + 1) / 16)
         mapped = 0
-    resident += widened_table  # resident, where a stored PLE table stays mapped
     per_token, ring_slot, ring_slots = kv_sizes(config.text_config, prefill_chunk)
     return MemoryPlan(available_memory(), mapped, resident, per_token, ring_slot, ring_slots, arena_bytes, max_context)
 

@@ -1,6 +1,7 @@
 """Writing checkpoints in MLX's quantized format (what mlx-vlm's convert writes and the mlx-community
 Gemma 4 uploads hold), which `markbase.load` reads in place. (This writer makes 4- and 8-bit matrices; the
-loader also reads MLX's 1-3 and 5-6 bit widths, widening them at load: ops.widen_affine_bits.)
+loader also reads MLX's 1-3 and 5-6 bit widths, widening them at load (ops.widen_affine_bits), except the PLE
+table, which the embedding gather reads at its stored width.)
 
 Format: a quantized matrix `P.weight` [.., N, K] is stored as `P.weight` U32 [.., N, K·bits/32] (values
 packed least-significant first: 4-bit element j in bits 4j..4j+3 of its word, 8-bit element j in byte

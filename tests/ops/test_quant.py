@@ -202,8 +202,33 @@ def test_embedding_quantized(bits, sdtype, device):
     np.testing.assert_allclose(got, deq[ids] * np.float32(1.5), rtol=2e-7, atol=0)
 
 
+@pytest.mark.parametrize("group_size", [32, 128])
+@pytest.mark.parametrize("bits", [1, 2, 3, 5, 6])
+def test_embedding_quantized_at_mlx_widths(bits, group_size, device):
+    """A table mlx quantized at its other widths, gathered straight from its packed words (no widening, as the
+    PLE table of an MLX checkpoint is): the rows are mx.dequantize's, times the scale. The last row and column
+    are gathered, so a read past a row's K·bits/8 bytes would show under the sanitizer run."""
+    import mlx.core as mx
+
+    R, C = 9, 3 * 128
+    table = rng(bits * 10 + group_size).standard_normal((R, C)).astype(np.float32)
+    wq, ws, wb = mx.quantize(mx.array(table), group_size=group_size, bits=bits)
+    words, scales, biases = np.array(wq), np.array(ws), np.array(wb)
+    ids = np.array([R - 1, 0, 4, 4, 7], np.int32)
+    got = ops.embedding_quantized(words.view(np.uint8), scales, biases, bits=bits, group_size=group_size, ids=ids,
+                                  scale=1.5, device=device).numpy()
+    ref = np.array(mx.dequantize(wq, ws, wb, group_size=group_size, bits=bits))[ids] * np.float32(1.5)
+    assert got.shape == (len(ids), C)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=2 * U32 * np.abs(ref).max())  # MLX fuses s·q + b
+    assert np.unique(unpack_bitstream_np(words, C, bits)).size == 1 << bits  # every value of the width occurs
+
+
 @pytest.mark.parametrize("call,match", [
     (lambda q, s, b, x: ops.linear_quantized(x, q, s, b, bits=3, group_size=64), "bits must be 4 or 8"),
+    (lambda q, s, b, x: ops.embedding_quantized(q, s, b, bits=7, group_size=64, ids=np.array([0], np.int32)),
+     "MLX's affine widths 1-6 or 8, got 7"),
+    (lambda q, s, b, x: ops.embedding_quantized(np.ascontiguousarray(q[:, :61]), s, b, bits=5, group_size=64, ids=np.array([0], np.int32)),
+     "not a whole number of 5-bit values"),
     (lambda q, s, b, x: ops.linear_quantized(x, q, s, b, bits=4, group_size=48), "group_size"),
     (lambda q, s, b, x: ops.linear_quantized(x, q, s[:, :1], b, bits=4, group_size=64), "scales"),
     (lambda q, s, b, x: ops.linear_quantized(x, q, s, b[:2], bits=4, group_size=64), "biases"),

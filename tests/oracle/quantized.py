@@ -74,3 +74,30 @@ def build(family_dir: str, bits: int, table_bits: int = 8) -> str:
     shutil.rmtree(out, ignore_errors=True)
     os.rename(tmp, out)
     return out
+
+
+def with_mlx_ple_table(src, dst, bits, dense=False):
+    """A copy of MLX checkpoint `src` whose PLE table mlx quantized at `bits` in groups of 32 (the tiny E4B's
+    rows of 96 values), declared in config.json as mlx-vlm writes a per-module width; dense=True stores
+    mx.dequantize's f32 values of that table instead (its dense twin). Returns the table's stored name."""
+    import mlx.core as mx
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "model.safetensors")
+    tensors = load_file(path)
+    name = next(n for n in tensors if n.endswith("embed_tokens_per_layer.weight"))
+    base = name[: -len(".weight")]
+    table = tensors[name].astype(np.float32)
+    assert table.shape[1] % 32 == 0 and base + ".scales" not in tensors
+    wq, ws, wb = mx.quantize(mx.array(table), group_size=32, bits=bits)
+    if dense:
+        tensors[name] = np.array(mx.dequantize(wq, ws, wb, group_size=32, bits=bits)).astype(np.float32)
+    else:
+        tensors[name], tensors[base + ".scales"], tensors[base + ".biases"] = np.array(wq), np.array(ws), np.array(wb)
+        cfg = json.load(open(os.path.join(dst, "config.json")))
+        for key in ("quantization", "quantization_config"):
+            cfg[key][base] = {"group_size": 32, "bits": bits}
+        json.dump(cfg, open(os.path.join(dst, "config.json"), "w"))
+    save_file(tensors, path)
+    return name

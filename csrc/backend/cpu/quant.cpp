@@ -17,12 +17,6 @@ namespace mb::cpu {
 
 namespace {
 
-inline uint32_t q_at(const uint8_t* row, int64_t c, int bits) {
-  if (bits == 8) return row[c];
-  const uint8_t b = row[c >> 1];
-  return (c & 1) ? uint32_t(b >> 4) : uint32_t(b & 0x0F);
-}
-
 float bias_at(const Tensor* bias, int64_t n) {
   if (!bias) return 0.f;
   float v = 0.f;
@@ -631,7 +625,7 @@ void dequantize_row(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_
     for (int64_t i = 0; i < n;) {
       const int64_t c = c0 + i, g = c / m.group_size, end = std::min(n, i + (g + 1) * m.group_size - c);
       const float sv = load_f32(s + g), bv = load_f32(b + g);
-      for (; i < end; ++i) dst[i] = sv * float(q_at(row, c0 + i, m.bits)) + bv;
+      for (; i < end; ++i) dst[i] = sv * float(ops::affine_value(row, c0 + i, m.bits)) + bv;
     }
   });
 }

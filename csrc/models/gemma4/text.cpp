@@ -29,8 +29,10 @@ void visit_weights(const TextConfig& t, TextWeights& w, const WeightScope& s) {
   s.linear(w.embed_tokens, "embed_tokens.weight", {t.vocab_size, H}, QuantRule::Table);
   s.f32(w.norm, "norm.weight", {H});
   if (t.has_ple()) {
-    // The PLE table stays as stored: gathered a row per token, it is never read whole (a lazily touched mapping).
-    s.linear(w.embed_tokens_per_layer, "embed_tokens_per_layer.weight", {t.vocab_size_per_layer_input, L * P}, QuantRule::Keep);
+    // The PLE table stays as stored, at any MLX width: gathered a row per token, it is never read whole (a
+    // lazily touched mapping).
+    s.linear(w.embed_tokens_per_layer, "embed_tokens_per_layer.weight", {t.vocab_size_per_layer_input, L * P},
+             QuantRule::Gathered);
     s.linear(w.per_layer_model_projection, "per_layer_model_projection.weight", {L * P, H}, QuantRule::Keep);
     s.f32(w.per_layer_projection_norm, "per_layer_projection_norm.weight", {P});
   }

@@ -107,7 +107,8 @@ std::string quant_base(const std::string& name) {
 
 }  // namespace
 
-bool find_quantized(const io::Checkpoint& ckpt, const std::string& name, const Shape& shape, ops::QuantizedMatrix* out) {
+bool find_quantized(const io::Checkpoint& ckpt, const std::string& name, const Shape& shape, ops::QuantizedMatrix* out,
+                    bool gathered_only) {
   const std::string base = quant_base(name);
   const std::string sn = base + ".scales", bn = base + ".biases";
   if (!ckpt.contains(sn) || !ckpt.contains(name)) return false;
@@ -135,7 +136,7 @@ bool find_quantized(const io::Checkpoint& ckpt, const std::string& name, const S
     if (t->dtype() != DType::F32 && t->dtype() != DType::BF16 && t->dtype() != DType::F16)
       throw CheckpointError(cat(dir, ": ", t == &scales ? sn : bn, " has dtype ", dtype_name(t->dtype()),
                                 ", expected F32, BF16 or F16"));
-  if (bits != 4 && bits != 8) {  // (after every check: a refused matrix costs no pass)
+  if (bits != 4 && bits != 8 && !gathered_only) {  // (after every check: a refused matrix costs no pass)
     // MLX's other widths, held exactly at the kernels' width (5 / 6 bits as bytes, 1-3 as nibbles): owned
     // memory, so the mapped pages of the packed source are let go.
     q = ops::widen_affine_bits(q, K, bits);
@@ -144,7 +145,7 @@ bool find_quantized(const io::Checkpoint& ckpt, const std::string& name, const S
   out->q = q;
   out->scales = scales;
   out->biases = biases;
-  out->bits = ops::held_affine_bits(bits);
+  out->bits = gathered_only ? bits : ops::held_affine_bits(bits);
   out->group_size = group_size;
   return true;
 }
@@ -208,7 +209,8 @@ void CheckpointBinder::weight(const WeightSpec& spec, Hold hold, WeightSlot slot
     throw CheckpointError(cat(ckpt_.dir(), ": tensor ", spec.name, " is missing"));
   }
   ops::QuantizedMatrix stored_quant;
-  if (spec.shape.size() >= 2 && find_quantized(ckpt_, *stored, spec.shape, &stored_quant)) {
+  if (spec.shape.size() >= 2 &&
+      find_quantized(ckpt_, *stored, spec.shape, &stored_quant, hold == Hold::Linear && spec.quant == QuantRule::Gathered)) {
     if (hold == Hold::Linear) slot.linear->quant = stored_quant;
     else if (hold == Hold::F32) *slot.tensor = dequantize_stacked(stored_quant, spec.shape, DType::F32);
     else *slot.tensor = dequantize_stacked(stored_quant, spec.shape, stored_quant.scales.dtype());

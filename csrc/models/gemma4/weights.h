@@ -35,6 +35,7 @@ enum class QuantRule : uint8_t {
   Keep,    // stays as stored: numerically sensitive (router, PLE projections; spec §2.3, issue 12)
   Matrix,  // quantized to the requested bits (attention / MLP / expert projections)
   Table,   // a gathered table that is also a matmul (the tied embedding / LM head): at most 8 bits
+  Gathered,  // only ever gathered (the PLE table): stays as stored, an MLX-quantized one at its stored width
 };
 
 struct WeightSpec {
@@ -154,7 +155,10 @@ class CheckpointBinder : public WeightVisitor {
 // stored under) as packed U32 [.., N, K·bits/32] plus `<base>.scales` / `<base>.biases` [.., N, K/group]
 // where base is `name` without ".weight". Bits and group size follow from the shapes. Returns false when
 // the matrix is stored unquantized; a quantized form that contradicts `shape` is a CheckpointError.
-bool find_quantized(const io::Checkpoint& ckpt, const std::string& name, const Shape& shape, ops::QuantizedMatrix* out);
+// MLX's 1-3 / 5-6 bit widths are widened to the linear kernels' 4 / 8 unless `gathered_only` (a table the
+// model only gathers from keeps its stored width, mapped in place).
+bool find_quantized(const io::Checkpoint& ckpt, const std::string& name, const Shape& shape, ops::QuantizedMatrix* out,
+                    bool gathered_only = false);
 
 // Test seam (tests/models/test_weight_table.py): entries the filter rejects are dropped from every walk,
 // as if deleted from the visit functions. Null (the default) keeps everything.
