@@ -5,15 +5,21 @@ Tolerances: features bit-equal to the extractor's (same numpy operations); tower
 within 1e-5 relative (f32, max |Δ| / max |ref|); logits as the text oracle (1e-4); greedy tokens equal.
 """
 
+import json
+import os
+
 import numpy as np
 import pytest
 
 import markbase as mb
 from oracle.audio import GREEDY, SR, build, clip_lengths, clips, pair
+from oracle.families import AUDIO_TOWERS
 from oracle.vision import BUDGET, images
 
 DEVICES = mb.devices()
 AUDIO_FAMILIES = ["e2b", "e4b", "12b"]
+# Encoder-alone cases: every family on the CPU, one family per distinct tower config elsewhere (families.py).
+TOWER_CASES = [(f, d) for f in AUDIO_FAMILIES for d in DEVICES if d == "cpu" or f in AUDIO_TOWERS]
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +42,18 @@ def test_features_equal_the_extractor(audio_refs, load_model, family):
         assert item.audio.valid_frames == int(mask.sum()) and mask[:item.audio.valid_frames].all()
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("family", AUDIO_FAMILIES)
+def test_metal_sim_tower_cases_cover_every_audio_config(oracle):
+    """Each family's audio tower config (and clips) is that of a family in AUDIO_TOWERS, whose encoder-alone case
+    runs on metal-sim."""
+    def tower(family):
+        cfg = json.load(open(os.path.join(oracle[family], "f32", "config.json")))
+        return cfg["audio_config"], cfg["text_config"]["hidden_size"], clip_lengths(family)
+
+    for family in AUDIO_FAMILIES:
+        assert any(tower(family) == tower(t) for t in AUDIO_TOWERS), family
+
+
+@pytest.mark.parametrize("family,device", TOWER_CASES)
 def test_audio_features_match_get_audio_features(audio_refs, load_model, family, device):
     """Clips of 1 s, 4.4 s, 2.37 s (59 tokens: not a multiple of the 12-token chunk) and 1.93 s (48)."""
     ref = audio_refs[family]

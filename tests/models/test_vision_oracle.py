@@ -5,16 +5,19 @@ Tolerances: soft tokens and vision-tower output within 1e-5 relative (f32, max |
 ~5e-7); logits as the text oracle (1e-4); greedy tokens equal.
 """
 
+import json
 import os
 
 import numpy as np
 import pytest
 
 import markbase as mb
-from oracle.families import FAMILIES
+from oracle.families import FAMILIES, VISION_TOWERS
 from oracle.vision import BUDGET, GREEDY, build, images, processed, video
 
 DEVICES = mb.devices()
+# Encoder-alone cases: every family on the CPU, one family per distinct tower config elsewhere (families.py).
+TOWER_CASES = [(f, d) for f in FAMILIES for d in DEVICES if d == "cpu" or f in VISION_TOWERS]
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +29,20 @@ def rel_err(got, want):
     return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("family", FAMILIES)
+def vision_tower_config(family_dir):
+    """What fixes a vision tower's kernels and shapes: its config and the text width it projects to."""
+    cfg = json.load(open(os.path.join(family_dir, "f32", "config.json")))
+    return cfg["vision_config"], cfg["text_config"]["hidden_size"]
+
+
+def test_metal_sim_tower_cases_cover_every_vision_config(oracle):
+    """Each family's vision tower config is that of a family in VISION_TOWERS, whose encoder-alone case runs
+    on metal-sim."""
+    for family in FAMILIES:
+        assert any(vision_tower_config(oracle[family]) == vision_tower_config(oracle[t]) for t in VISION_TOWERS), family
+
+
+@pytest.mark.parametrize("family,device", TOWER_CASES)
 def test_image_features_match_transformers(vision_refs, load_model, family, device):
     ref = vision_refs[family]
     model = load_model(family, device=device)

@@ -29,6 +29,13 @@ PROMPT_LEN = 4 * WINDOW
 GREEDY_TOKENS = 64
 VOCAB = 512
 FAMILIES = ["e2b", "e4b", "26b", "31b", "12b"]
+# The families whose tiny vision / audio tower (build_model) no earlier family shares: e4b's towers are e2b's and
+# 31b's vision tower is 26b's (same config and inputs, other random weights), so an encoder-alone comparison of
+# e4b or 31b on metal-sim (a simulator: ~20 s a case) runs the kernels e2b's or 26b's runs, at the same shapes.
+# The encoder-alone tests run these on metal-sim and every family on the CPU; test_vision_oracle and
+# test_audio_oracle check the claim against the checkpoints' configs.
+VISION_TOWERS = ["e2b", "26b", "12b"]
+AUDIO_TOWERS = ["e2b", "12b"]
 # The tiny vocabulary cannot hold the released placeholder ids (258880, ...): move them inside it, as they
 # are inside the real 262144-token vocabulary.
 TINY_MEDIA_IDS = dict(image_token_id=500, video_token_id=501, audio_token_id=502, boi_token_id=503,
