@@ -70,7 +70,7 @@ def anon_bytes_after_load(path: str) -> int:
     import subprocess
     import sys
 
-    script = (f"import markbase as mb\nm = mb.load({path!r})\n"
+    script = (f"import markbase as mb\nm = mb.load({path!r}, max_context=64)\n"
               "print(next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('RssAnon:')))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "OMP_NUM_THREADS": "1"})
