@@ -633,7 +633,7 @@ void dequantize_row(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_
 void dequantize_row_fast(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_t n, float* dst) {
   int64_t done = 0;
 #if MB_HAVE_X86_SIMD
-  if (c0 % 16 == 0 && m.group_size % 16 == 0 && cpu_has_avx512_vnni()) {
+  if ((m.bits == 4 || m.bits == 8) && c0 % 16 == 0 && m.group_size % 16 == 0 && cpu_has_avx512_vnni()) {
     with_row(m, r, [&](const uint8_t* row, auto s, auto b) {
       if (m.bits == 8) dequantize_row_avx512<8>(row, s, b, m.group_size, c0, n, dst);
       else dequantize_row_avx512<4>(row, s, b, m.group_size, c0, n, dst);

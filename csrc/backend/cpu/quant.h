@@ -46,7 +46,7 @@ void set_quant_gemv_bytes(int mode);
 // Gather + dequantize (s·q + b) · scale; the reference and the fast kernel at once.
 void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale);
 
-// f32 values s·q + b of row r, columns [c0, c0 + n) (c0 a multiple of 2 for 4-bit), into dst.
+// f32 values s·q + b of row r, columns [c0, c0 + n), into dst (any MLX width: ops::affine_value).
 void dequantize_row(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_t n, float* dst);
 // The same for the GEMM packer: on AVX-512, 16 columns per step with one rounding (s·q + b as an FMA), so a
 // value may differ from dequantize_row's (two roundings) in its last bit.
