@@ -1,8 +1,9 @@
 // Affine-quantized weights (ops/quant.h): w[n, k] = s[n, k / g] · q[n, k] + b[n, k / g], q an unsigned
 // 4- or 8-bit integer packed little-endian (8-bit: a byte each; 4-bit: two per byte, even k in the low
-// nibble; a gathered table may also hold MLX's 1-3, 5 and 6 bits, a little-endian bit stream per row), s and b stored as f32 / bf16 / f16 (ST). Activations and outputs f32; each weight is
-// dequantized to f32 as s·q + b (two roundings, as the CPU reference) before its product, and every sum
-// is f32. Kernels (dispatch: csrc/backend/metal/quant_dispatch.cpp):
+// nibble; a gathered table may also hold MLX's 1-3, 5 and 6 bits, a little-endian bit stream per row), s and
+// b stored as f32 / bf16 / f16 (ST). Activations and outputs f32; each weight is dequantized to f32 as
+// s·q + b (two roundings, as the CPU reference) before its product, and every sum is f32.
+// Kernels (dispatch: csrc/backend/metal/quant_dispatch.cpp):
 //   linear_quantized_matvec_q<bits>_<ST>_<BS>  decode (M <= 4): a simdgroup owns kQMatvecRows rows of w,
 //       lanes stride over k (as linear.metal's matvec), partial sums reduced with simd_sum.
 //   linear_quantized_tiled_q<bits>_<ST>_<BS>   prefill: a 32 × 32 out tile per threadgroup, x and the

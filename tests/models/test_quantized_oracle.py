@@ -28,12 +28,12 @@ def rel_err(got, want):
     return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
-def greedy_tokens(model, ids):
-    """GREEDY_TOKENS argmax tokens after prefilling ids, one decode step each."""
+def greedy_tokens(model, ids, steps=GREEDY_TOKENS):
+    """`steps` argmax tokens after prefilling ids, one decode step each."""
     sess = model.session()
     logits = sess.prefill(ids)
     tokens = []
-    for _ in range(GREEDY_TOKENS):
+    for _ in range(steps):
         tokens.append(int(np.argmax(logits)))
         logits = sess.decode(tokens[-1])
     return tokens
@@ -318,13 +318,7 @@ def test_mlx_names_unquantized(oracle, tmp_path, device):
     ref = np.load(os.path.join(oracle["26b"], "reference.npz"))
     model = mb.load(str(d), device=device)
     assert rel_err(model.logits(ref["ids"]), ref["logits"]) <= 1e-4
-    sess = model.session()
-    logits = sess.prefill(ref["ids"])
-    tokens = []
-    for _ in range(8):
-        tokens.append(int(np.argmax(logits)))
-        logits = sess.decode(tokens[-1])
-    np.testing.assert_array_equal(tokens, ref["greedy"][:8])
+    np.testing.assert_array_equal(greedy_tokens(model, ref["ids"], 8), ref["greedy"][:8])
 
 
 # MLX's widths a mixed recipe (mlx-lm / mlx-vlm --quant-predicate) may give the matrices of one checkpoint.

@@ -51,7 +51,7 @@ class DecodeBytesCounter : public WeightVisitor {
   explicit DecodeBytesCounter(double expert_fraction) : expert_fraction_(expert_fraction) {}
   double bytes = 0;
   void weight(const WeightSpec& spec, Hold, WeightSlot slot) override {
-    if (spec.component != "text" || spec.name.find("embed_tokens_per_layer") != std::string::npos) return;
+    if (spec.component != "text" || spec.quant == QuantRule::Gathered) return;  // the PLE table: a row per token
     const double f = spec.name.find(".experts.") != std::string::npos ? expert_fraction_ : 1.0;
     if (slot.linear) bytes += f * double(slot.linear->nbytes());
     if (slot.second_half) bytes += f * double(slot.second_half->nbytes());
