@@ -115,3 +115,27 @@ kernel void test_check_tg_out_of_bounds(DEVICE_PTR(const float) x [[buffer(0)]],
   y[tid.x] = small[lidx % 32];
 }
 MB_REGISTER_KERNEL(test_check_tg_out_of_bounds)
+
+// Bytes of one word: thread i writes byte i of a uchar array (four threads to each 4-byte word), then reads
+// byte i - 1 with no barrier (mode 0: a race on that byte, in the same word for three threads in four) or
+// after one (mode 2: correct). The writes alone touch distinct bytes and must not race.
+kernel void test_check_byte_race(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
+                                 constant CheckArgs& args [[buffer(2)]], MB_THREAD_POSITION) {
+  MB_THREADGROUP(uchar, bytes, [64]);
+  bytes[lidx] = uchar(x[tid.x]);  // @byte-write
+  if (args.mode == 2) threadgroup_barrier(mem_flags::mem_threadgroup);
+  y[tid.x] = lidx > 0 ? float(bytes[lidx - 1]) : 0.0f;  // @byte-read
+}
+MB_REGISTER_KERNEL(test_check_byte_race)
+
+// Words, then parts of them: thread i writes word i whole (mode 2; skipped in mode 0), then its low half,
+// and after the barrier reads the top byte of word i + 1. In mode 0 that byte was never written.
+kernel void test_check_split_word(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
+                                  constant CheckArgs& args [[buffer(2)]], MB_THREAD_POSITION) {
+  MB_THREADGROUP(uint, words, [64]);
+  if (args.mode == 2) words[lidx] = uint(x[tid.x]) << 24;
+  ((threadgroup ushort*)words)[2 * lidx] = ushort(lidx);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  y[tid.x] = float(((threadgroup const uchar*)words)[4 * ((lidx + 1) % tg_size.x) + 3]);  // @split-read
+}
+MB_REGISTER_KERNEL(test_check_split_word)

@@ -240,3 +240,41 @@ def test_bad_checks_value_is_refused(monkeypatch):
     x, y = data(64)
     with pytest.raises(mb.InputError, match=r"MARKBASE_SIM_CHECKS must be 'full' or 'basic', got 'fulll'"):
         run("test_check_tree_sum", [x, y], [1], [64], args=args(2))
+
+
+# ---- accesses to parts of a word (the shadow keeps one record per 4-byte word until one comes) ----
+
+def test_race_on_one_byte_of_a_word_is_reported(full_checks):
+    x, y = data(64)
+    with pytest.raises(DeviceError, match=expect([
+            "kernel 'test_check_byte_race', threadgroup (0, 0, 0): threadgroup-memory race on byte 0 of threadgroup array "
+            "'bytes' (64 bytes)", "thread (1, 0, 0) reads it at " + line_of("byte-read"),
+            "thread (0, 0, 0) wrote it at " + line_of("byte-write")])):
+        run("test_check_byte_race", [x, y], [1], [64], args=args(0))
+
+
+def test_threads_writing_the_bytes_of_one_word_do_not_race(full_checks):
+    x, y = data(64)
+    run("test_check_byte_race", [x, y], [2], [32], args=args(2))
+    np.testing.assert_array_equal(y[1:32], x[:31])
+    np.testing.assert_array_equal(y[33:], x[32:63])
+
+
+def test_unwritten_byte_of_a_half_written_word_is_reported(full_checks):
+    x, y = data(64)
+    with pytest.raises(DeviceError) as err:
+        run("test_check_split_word", [x, y], [1], [64], args=args(0))
+    # Which thread reads first after the barrier is the scheduler's choice; the byte must be its neighbour's top one.
+    found = re.search(r"kernel 'test_check_split_word', threadgroup \(0, 0, 0\): thread \((\d+), 0, 0\) reads byte (\d+) "
+                      r"of threadgroup array 'words' \(256 bytes\) at (\S+), which no thread of the threadgroup has written",
+                      str(err.value))
+    assert found, str(err.value)
+    thread, byte, where = int(found[1]), int(found[2]), found[3]
+    assert byte == 4 * ((thread + 1) % 64) + 3 and where == line_of("split-read")
+
+
+def test_word_written_whole_then_in_part_reads_back(full_checks):
+    """A word's top byte, written whole before its low half is written again, reads back in each group."""
+    x, y = data(128)
+    run("test_check_split_word", [x, y], [2], [64], args=args(2))
+    np.testing.assert_array_equal(y, np.concatenate([np.roll(x[:64], -1), np.roll(x[64:], -1)]))

@@ -279,18 +279,17 @@ void GroupRunner::threadgroup_access(const unsigned char* p, size_t bytes, bool 
   if (off >= rt::kThreadgroupMemoryBytes) return;  // another runner's arena: not this group's memory
   const TgShadow::Access me{0, code_offset(return_address), uint16_t(g->current_),
                             g->simd_[size_t(g->current_ / rt::kSimdWidth)].sync};
-  if (off + bytes > g->tg_used_) {
-    g->flag(cat(g->group_name(), ": ", g->thread_name(g->current_), (write ? " writes " : " reads "), bytes,
-                    " bytes at threadgroup offset ", off, " at ", code_location(me.code), ", past the ", g->tg_used_,
-                    " bytes of threadgroup memory the kernel declared (an array index out of bounds)"));
-    g->stop_fiber();
-  }
+  if (off + bytes > g->tg_used_) g->out_of_bounds(off, bytes, write, me);
   const TgShadow::Report rep =
       g->shadow_->access(off, bytes, write, me, [g](uint16_t t) { return g->simd_[size_t(t / rt::kSimdWidth)].sync; });
-  if (rep.finding != TgShadow::Finding::None) {
-    g->report(rep, write, me);
-    g->stop_fiber();
-  }
+  if (rep.finding != TgShadow::Finding::None) g->report(rep, write, me);
+}
+
+void GroupRunner::out_of_bounds(size_t off, size_t bytes, bool write, const TgShadow::Access& me) {
+  flag(cat(group_name(), ": ", thread_name(me.thread), (write ? " writes " : " reads "), bytes, " bytes at threadgroup offset ",
+           off, " at ", code_location(me.code), ", past the ", tg_used_,
+           " bytes of threadgroup memory the kernel declared (an array index out of bounds)"));
+  stop_fiber();
 }
 
 void GroupRunner::report(const TgShadow::Report& rep, bool write, const TgShadow::Access& me) {
@@ -298,7 +297,7 @@ void GroupRunner::report(const TgShadow::Report& rep, bool write, const TgShadow
     flag(cat(group_name(), ": ", thread_name(me.thread), " reads ", tg_byte_name(rep.offset), " at ",
                  code_location(me.code),
                  ", which no thread of the threadgroup has written (threadgroup memory is undefined until written)"));
-    return;
+    stop_fiber();
   }
   const bool same_simd = rep.earlier.thread / rt::kSimdWidth == me.thread / rt::kSimdWidth;
   flag(cat(group_name(), ": threadgroup-memory race on ", tg_byte_name(rep.offset), ": ", thread_name(me.thread),
@@ -306,6 +305,7 @@ void GroupRunner::report(const TgShadow::Report& rep, bool write, const TgShadow
                (rep.earlier_was_write ? " wrote" : " read"), " it at ", code_location(rep.earlier.code),
                " with no threadgroup_barrier(mem_flags::mem_threadgroup) between them",
                (same_simd ? " (nor a simdgroup_barrier(mem_flags::mem_threadgroup): the threads share a simdgroup)" : "")));
+  stop_fiber();
 }
 
 // Called with no temporaries alive in its caller's frame: this fiber is abandoned, so nothing on its

@@ -98,7 +98,10 @@ class GroupRunner {
   static const char* collective_name(Collective kind);
   static std::string site_name(const metal_sim::rt::CallSite& site);  // "metal/norm.metal:41:12"
   void check_round(int s);
-  void report(const TgShadow::Report& rep, bool write, const TgShadow::Access& me);
+  // A full check's finding on a threadgroup access: flags it and stops the fiber (never returns). Out of line
+  // and cold: threadgroup_access runs on every threadgroup load and store.
+  [[gnu::cold, gnu::noinline]] void report(const TgShadow::Report& rep, bool write, const TgShadow::Access& me);
+  [[gnu::cold, gnu::noinline]] void out_of_bounds(size_t off, size_t bytes, bool write, const TgShadow::Access& me);
 
   const metal_sim::rt::KernelInfo* kernel_ = nullptr;
   const metal_sim::rt::CallArgs* call_ = nullptr;
