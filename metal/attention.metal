@@ -371,7 +371,8 @@ kernel void local_attention_f32(DEVICE_PTR(const float) q [[buffer(0)]], DEVICE_
       ac += qr[e] * kr[e];
       bd += qr[e] * rr[e];
     }
-    const float x = simd_sum(ac) + simd_sum(bd);
+    const float2 sums = simd_sum(float2(ac, bd));  // both sums in one exchange
+    const float x = sums.x + sums.y;
     w[i] = args.softcap > 0.0f ? args.softcap * precise::tanh(x / args.softcap) : x;
     m = i == 0 ? w[i] : nan_max(m, w[i]);
   }

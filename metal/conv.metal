@@ -13,8 +13,9 @@
 // (one thread each) × kConvCoTile output channels: each thread keeps kConvCoTile accumulators, so every
 // input value it loads feeds kConvCoTile multiply-adds. The taps of those channels (flattened
 // t = (ci·kh + i)·kw + j, K = Cin·kh·kw of them per channel) are staged as f32 in threadgroup memory in
-// chunks of kConvTapChunk (coalesced loads, converted once per group instead of once per thread); every
-// thread then reads the same staged weight (a broadcast).
+// chunks of kConvTapChunk (coalesced loads, converted once per group instead of once per thread), a tap's
+// kConvCoTile weights side by side; every thread then reads the same staged weights (a broadcast), four
+// channels per float4 load.
 // Grid: (ceil(Ho·Wo / T), ceil(Cout / kConvCoTile), B), T = threads per group (any; the dispatch uses <= 256).
 //
 // Bytes per call (K = Cin·kh·kw taps, Sw / Sb = weight / bias bytes, G = ceil(Ho·Wo / T) spatial groups,
@@ -47,16 +48,17 @@ inline void conv2d_body(DEVICE_PTR(const float) x, DEVICE_PTR(const W) w, DEVICE
   const int ih0 = int(oh * a.stride_h) - int(a.pad_h), iw0 = int(ow * a.stride_w) - int(a.pad_w);
   const uint taps = a.cin * a.kh * a.kw;
 
-  float acc[kConvCoTile];
-  for (uint c = 0; c < kConvCoTile; ++c) acc[c] = 0.0f;
+  static_assert(kConvCoTile % 4 == 0, "the staged taps are read as float4s");
+  float4 acc[kConvCoTile / 4];  // channel c in acc[c / 4][c % 4]
+  for (uint c4 = 0; c4 < kConvCoTile / 4; ++c4) acc[c4] = float4(0.0f);
   uint ci = 0, i = 0, j = 0;  // the tap cursor (ci, i, j), carried across chunks
   for (uint t0 = 0; t0 < taps; t0 += kConvTapChunk) {
     const uint nt = min(uint(kConvTapChunk), taps - t0);
     threadgroup_barrier(mem_flags::mem_threadgroup);  // every thread is done with the previous chunk
-    // wtile[c][t] = w[co0 + c, taps t0 + t] in f32 (0 for channels past Cout, never written out).
+    // wtile[t][c] = w[co0 + c, taps t0 + t] in f32 (0 for channels past Cout, never written out).
     for (uint e = lidx; e < kConvCoTile * nt; e += threads) {
       const uint c = e / nt, t = e - c * nt, co = co0 + c;
-      wtile[c * kConvTapChunk + t] = co < a.cout ? load_f32(w[co * taps + t0 + t]) : 0.0f;
+      wtile[t * kConvCoTile + c] = co < a.cout ? load_f32(w[co * taps + t0 + t]) : 0.0f;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (!active) continue;
@@ -64,7 +66,8 @@ inline void conv2d_body(DEVICE_PTR(const float) x, DEVICE_PTR(const W) w, DEVICE
       const int ih = ih0 + int(i), iw = iw0 + int(j);
       if (ih >= 0 && ih < int(a.h) && iw >= 0 && iw < int(a.w)) {  // taps in the zero padding are skipped
         const float xv = x[((b * a.cin + ci) * a.h + uint(ih)) * a.w + uint(iw)];
-        for (uint c = 0; c < kConvCoTile; ++c) acc[c] += wtile[c * kConvTapChunk + t] * xv;
+        const threadgroup float4* wt = (const threadgroup float4*)(wtile + t * kConvCoTile);
+        for (uint c4 = 0; c4 < kConvCoTile / 4; ++c4) acc[c4] += wt[c4] * xv;
       }
       if (++j == a.kw) {
         j = 0;
@@ -78,7 +81,7 @@ inline void conv2d_body(DEVICE_PTR(const float) x, DEVICE_PTR(const W) w, DEVICE
   if (!active) return;
   for (uint c = 0; c < kConvCoTile; ++c) {
     const uint co = co0 + c;
-    if (co < a.cout) out[((b * a.cout + co) * a.ho + oh) * a.wo + ow] = acc[c] + conv_bias(bias, a.bias_kind, co);
+    if (co < a.cout) out[((b * a.cout + co) * a.ho + oh) * a.wo + ow] = acc[c / 4][c % 4] + conv_bias(bias, a.bias_kind, co);
   }
 }
 

@@ -7,7 +7,8 @@
 // Three variants, chosen by csrc/backend/metal/linear_dispatch.cpp:
 //   matvec  (decode, M <= 4): a simdgroup owns kMatvecRows rows of w; its lanes stride over K (lane l
 //           reads k = l, l + 32, ...: neighbouring lanes read neighbouring bytes), keep one f32 partial
-//           sum per (x row, w row), and simd_sum them. Every weight byte is read once.
+//           sum per (x row, w row), and simd_sum them (a float4 per x row: the 4 w rows in one call).
+//           Every weight byte is read once.
 //   simdmm  (prefill): a threadgroup computes a 32 x 32 tile of out; per k-step it stages 32 x 32 tiles
 //           of x and w (converted to f32) in threadgroup memory, and each of its 4 simdgroups multiplies
 //           a 16 x 16 quarter with 8 x 8 simdgroup_matrix multiply-accumulates.
@@ -26,7 +27,7 @@
 #include "kernel_args.h"
 
 // ---- matvec ----
-static constant constexpr uint kMatvecRows = 4;  // w rows per simdgroup (must match linear_dispatch.cpp)
+static constant constexpr uint kMatvecRows = 4;  // w rows per simdgroup, one per float4 lane (must match linear_dispatch.cpp)
 static constant constexpr uint kMatvecMaxM = 4;  // x rows handled at once (the dispatch sends M <= 4 here)
 
 template <typename BS>
@@ -40,24 +41,22 @@ inline void matvec_body(DEVICE_PTR(const XS) x, DEVICE_PTR(const WS) w, DEVICE_P
   const uint M = args.M, K = args.K, N = args.N;
   const uint n0 = (group * simdgroups + simd_group) * kMatvecRows;
   if (n0 >= N) return;  // the whole simdgroup leaves together; this kernel has no barriers
-  float acc[kMatvecMaxM][kMatvecRows];
-  for (uint m = 0; m < kMatvecMaxM; ++m)
-    for (uint r = 0; r < kMatvecRows; ++r) acc[m][r] = 0.0f;
+  float4 acc[kMatvecMaxM];  // [m][r]: the simdgroup's 4 rows side by side, summed in one exchange below
+  for (uint m = 0; m < kMatvecMaxM; ++m) acc[m] = float4(0.0f);
   for (uint k = simd_lane; k < K; k += 32) {
-    float wv[kMatvecRows];
+    float4 wv;
     for (uint r = 0; r < kMatvecRows; ++r) wv[r] = n0 + r < N ? load_f32(w[(n0 + r) * K + k]) : 0.0f;
     for (uint m = 0; m < kMatvecMaxM; ++m) {
       if (m >= M) break;
-      const float xv = load_f32(x[m * K + k]);
-      for (uint r = 0; r < kMatvecRows; ++r) acc[m][r] += xv * wv[r];
+      acc[m] += load_f32(x[m * K + k]) * wv;
     }
   }
   for (uint m = 0; m < kMatvecMaxM; ++m) {
     if (m >= M) break;
-    for (uint r = 0; r < kMatvecRows; ++r) {
-      const float s = simd_sum(acc[m][r]);  // every lane takes part (uniform control flow)
-      if (simd_lane == 0 && n0 + r < N) out[m * N + n0 + r] = store_as<XS>(s + bias_at(bias, args, n0 + r));
-    }
+    const float4 s = simd_sum(acc[m]);  // every lane takes part (uniform control flow)
+    if (simd_lane == 0)
+      for (uint r = 0; r < kMatvecRows; ++r)
+        if (n0 + r < N) out[m * N + n0 + r] = store_as<XS>(s[r] + bias_at(bias, args, n0 + r));
   }
 }
 

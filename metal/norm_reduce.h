@@ -12,8 +12,10 @@ namespace norm_family {
 // Σ v over the threadgroup; every thread gets the same value. Each simdgroup sums in hardware, lane 0
 // parks the partial, then every simdgroup re-reduces the ≤ 32 partials itself (same inputs, same
 // order: identical totals everywhere, no broadcast step). The last barrier frees `partial` for reuse.
+// A one-simdgroup group (rows of ≤ 128 columns) has its total after the first sum: no scratch, no barriers.
 inline float threadgroup_sum(float v, threadgroup float* partial, uint simd_lane, uint simd_group, uint num_simdgroups) {
   v = simd_sum(v);
+  if (num_simdgroups == 1) return v;  // uniform across the group
   if (simd_lane == 0) partial[simd_group] = v;
   threadgroup_barrier(mem_flags::mem_threadgroup);
   float total = simd_lane < num_simdgroups ? partial[simd_lane] : 0.0f;
@@ -26,6 +28,7 @@ inline float threadgroup_sum(float v, threadgroup float* partial, uint simd_lane
 // elements pass −inf.
 inline float threadgroup_max(float v, threadgroup float* partial, uint simd_lane, uint simd_group, uint num_simdgroups) {
   v = simd_max(v);
+  if (num_simdgroups == 1) return v;  // as threadgroup_sum
   if (simd_lane == 0) partial[simd_group] = v;
   threadgroup_barrier(mem_flags::mem_threadgroup);
   float m = simd_lane < num_simdgroups ? partial[simd_lane] : -INFINITY;

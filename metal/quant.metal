@@ -5,7 +5,7 @@
 // s·q + b (two roundings, as the CPU reference) before its product, and every sum is f32.
 // Kernels (dispatch: csrc/backend/metal/quant_dispatch.cpp):
 //   linear_quantized_matvec_q<bits>_<ST>_<BS>  decode (M <= 4): a simdgroup owns kQMatvecRows rows of w,
-//       lanes stride over k (as linear.metal's matvec), partial sums reduced with simd_sum.
+//       lanes stride over k (as linear.metal's matvec), partial sums reduced with simd_sum (a float4 per x row).
 //   linear_quantized_tiled_q<bits>_<ST>_<BS>   prefill: a 32 × 32 out tile per threadgroup, x and the
 //       dequantized w staged through threadgroup memory 16 k at a time; 256 threads, 2 × 2 outputs each.
 //   linear_quantized_gathered_q<bits>_<ST>     row r of x through matrix ids[r] of stacked w (the matvec body).
@@ -21,7 +21,7 @@
 #include "kernel_common.h"
 #include "kernel_args.h"
 
-static constant constexpr uint kQMatvecRows = 4;  // w rows per simdgroup (quant_dispatch.cpp)
+static constant constexpr uint kQMatvecRows = 4;  // w rows per simdgroup, one per float4 lane (quant_dispatch.cpp)
 static constant constexpr uint kQMatvecMaxM = 4;
 static constant constexpr uint kQTile = 32;       // tiled: out tile edge
 static constant constexpr uint kQStep = 16;       // tiled: k per stage
@@ -63,24 +63,22 @@ inline void qmatvec_body(DEVICE_PTR(const float) x, DEVICE_PTR(const uchar) q, D
   const uint M = a.M, K = a.K, N = a.N;
   const uint n0 = (group * simdgroups + simd_group) * kQMatvecRows;
   if (n0 >= N) return;  // the whole simdgroup leaves together; no barriers below
-  float acc[kQMatvecMaxM][kQMatvecRows];
-  for (uint m = 0; m < kQMatvecMaxM; ++m)
-    for (uint r = 0; r < kQMatvecRows; ++r) acc[m][r] = 0.0f;
+  float4 acc[kQMatvecMaxM];  // [m][r]: the simdgroup's 4 rows side by side, summed in one exchange below
+  for (uint m = 0; m < kQMatvecMaxM; ++m) acc[m] = float4(0.0f);
   for (uint k = simd_lane; k < K; k += 32) {
-    float wv[kQMatvecRows];
+    float4 wv;
     for (uint r = 0; r < kQMatvecRows; ++r) wv[r] = n0 + r < N ? dequant<BITS, ST>(q, s, b, a, n0 + r, k) : 0.0f;
     for (uint m = 0; m < kQMatvecMaxM; ++m) {
       if (m >= M) break;
-      const float xv = x[m * K + k];
-      for (uint r = 0; r < kQMatvecRows; ++r) acc[m][r] += xv * wv[r];
+      acc[m] += x[m * K + k] * wv;
     }
   }
   for (uint m = 0; m < kQMatvecMaxM; ++m) {
     if (m >= M) break;
-    for (uint r = 0; r < kQMatvecRows; ++r) {
-      const float sum = simd_sum(acc[m][r]);
-      if (simd_lane == 0 && n0 + r < N) out[m * N + n0 + r] = sum + qbias_at(bias, a, n0 + r);
-    }
+    const float4 sum = simd_sum(acc[m]);
+    if (simd_lane == 0)
+      for (uint r = 0; r < kQMatvecRows; ++r)
+        if (n0 + r < N) out[m * N + n0 + r] = sum[r] + qbias_at(bias, a, n0 + r);
   }
 }
 
