@@ -66,6 +66,7 @@ inline void conv2d_body(DEVICE_PTR(const float) x, DEVICE_PTR(const W) w, DEVICE
       const int ih = ih0 + int(i), iw = iw0 + int(j);
       if (ih >= 0 && ih < int(a.h) && iw >= 0 && iw < int(a.w)) {  // taps in the zero padding are skipped
         const float xv = x[((b * a.cin + ci) * a.h + uint(ih)) * a.w + uint(iw)];
+        // 16-byte aligned: wtile is the kernel's only threadgroup array (offset 0; metal-sim aligns to 16 too).
         const threadgroup float4* wt = (const threadgroup float4*)(wtile + t * kConvCoTile);
         for (uint c4 = 0; c4 < kConvCoTile / 4; ++c4) acc[c4] += wt[c4] * xv;
       }
