@@ -41,6 +41,7 @@ inline void matvec_body(DEVICE_PTR(const XS) x, DEVICE_PTR(const WS) w, DEVICE_P
   const uint M = args.M, K = args.K, N = args.N;
   const uint n0 = (group * simdgroups + simd_group) * kMatvecRows;
   if (n0 >= N) return;  // the whole simdgroup leaves together; this kernel has no barriers
+  static_assert(kMatvecRows == 4, "a simdgroup's rows are the lanes of one float4");
   float4 acc[kMatvecMaxM];  // [m][r]: the simdgroup's 4 rows side by side, summed in one exchange below
   for (uint m = 0; m < kMatvecMaxM; ++m) acc[m] = float4(0.0f);
   for (uint k = simd_lane; k < K; k += 32) {

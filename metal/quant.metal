@@ -63,6 +63,7 @@ inline void qmatvec_body(DEVICE_PTR(const float) x, DEVICE_PTR(const uchar) q, D
   const uint M = a.M, K = a.K, N = a.N;
   const uint n0 = (group * simdgroups + simd_group) * kQMatvecRows;
   if (n0 >= N) return;  // the whole simdgroup leaves together; no barriers below
+  static_assert(kQMatvecRows == 4, "a simdgroup's rows are the lanes of one float4");
   float4 acc[kQMatvecMaxM];  // [m][r]: the simdgroup's 4 rows side by side, summed in one exchange below
   for (uint m = 0; m < kQMatvecMaxM; ++m) acc[m] = float4(0.0f);
   for (uint k = simd_lane; k < K; k += 32) {
