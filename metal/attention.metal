@@ -74,10 +74,9 @@ struct RowState {
     seen = false;
   }
 
-  // Adds one key with logit x (same in every lane) and value row vr (the lane's elements), as the CPU
-  // fast kernel does: rescale what was accumulated when the max changes (or becomes NaN).
-  template <class VPtr>
-  void add(float x, VPtr vr, uint lane, uint d) {
+  // Adds one key with logit x (same in every lane) and value vl (the lane's elements, lane_elements), as
+  // the CPU fast kernel does: rescale what was accumulated when the max changes (or becomes NaN).
+  void add(float x, thread const float* vl, uint lane, uint d) {
     const float new_m = seen ? nan_max(m, x) : x;
     if (seen && !(new_m == m)) {
       const float alpha = precise::exp(m - new_m);
@@ -90,18 +89,27 @@ struct RowState {
     seen = true;
     for (uint i = 0; i < NE; ++i) {
       const uint e = lane + kSimdWidth * i;
-      if (e < d) o[i] += p * vr[e];
+      if (e < d) o[i] += p * vl[i];
     }
   }
 };
 
-// q·k of the lane's elements, summed over the simdgroup.
-template <uint NE, class KPtr>
-inline float simd_dot(thread const float* qr, KPtr kr, uint lane, uint d) {
+// The lane's elements of a row of d: out[i] = row[lane + 32·i] (0 past d).
+template <uint NE, class Ptr>
+inline void lane_elements(Ptr row, uint lane, uint d, thread float* out) {
+  for (uint i = 0; i < NE; ++i) {
+    const uint e = lane + kSimdWidth * i;
+    out[i] = e < d ? row[e] : 0.0f;
+  }
+}
+
+// q·k of the lane's elements (kl from lane_elements), summed over the simdgroup.
+template <uint NE>
+inline float simd_dot(thread const float* qr, thread const float* kl, uint lane, uint d) {
   float dot = 0.0f;
   for (uint i = 0; i < NE; ++i) {
     const uint e = lane + kSimdWidth * i;
-    if (e < d) dot += qr[i] * kr[e];
+    if (e < d) dot += qr[i] * kl[i];
   }
   return simd_sum(dot);
 }
@@ -134,8 +142,11 @@ inline void decode_body(DEVICE_PTR(const float) q, DEVICE_PTR(const float) k, DE
   for (uint s = s0 + sg; s < s1; s += kSimdgroups) {
     const int kb = a.has_blocks != 0 ? k_block[s] : -1;
     if (!attn_allowed(qp, k_pos[s], qb, kb, a)) continue;  // uniform in the simdgroup; the row is not read
-    const float dot = simd_dot<NE>(qr, k + kv_offset(a.k_offset, a.k_stride_s, a.k_stride_h, s, kvh), lane, d);
-    st.add(attn_logit(dot, a), v + kv_offset(a.v_offset, a.v_stride_s, a.v_stride_h, s, kvh), lane, d);
+    float kl[NE], vl[NE];
+    lane_elements<NE>(k + kv_offset(a.k_offset, a.k_stride_s, a.k_stride_h, s, kvh), lane, d, kl);
+    const float dot = simd_dot<NE>(qr, kl, lane, d);
+    lane_elements<NE>(v + kv_offset(a.v_offset, a.v_stride_s, a.v_stride_h, s, kvh), lane, d, vl);
+    st.add(attn_logit(dot, a), vl, lane, d);
   }
 
   // Merge the simdgroups: out = Σ_c e^(m_c − M)·o_c / Σ_c e^(m_c − M)·l_c over those that saw a key.
@@ -300,10 +311,13 @@ inline void prefill_body(DEVICE_PTR(const float) q, DEVICE_PTR(const float) k, D
     for (uint j = 0; j < nk; ++j) {
       if (tile_need[j] == 0) continue;
       const int kp = tile_pos[j], kb = tile_block[j];
+      // The lane's elements of key j and of its value, read from threadgroup memory once for the RPS rows.
+      float kl[NE], vl[NE];
+      lane_elements<NE>(k_tile + j * d, lane, d, kl);
+      lane_elements<NE>(v_tile + j * d, lane, d, vl);
       for (uint r = 0; r < RPS; ++r) {
         if (!live[r] || !attn_allowed(qp[r], kp, qb[r], kb, a)) continue;  // uniform in the simdgroup
-        const float dot = simd_dot<NE>(qr[r], k_tile + j * d, lane, d);
-        st[r].add(attn_logit(dot, a), v_tile + j * d, lane, d);
+        st[r].add(attn_logit(simd_dot<NE>(qr[r], kl, lane, d), a), vl, lane, d);
       }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);  // the next tile overwrites k_tile / v_tile

@@ -89,10 +89,18 @@ void simdgroup_barrier(unsigned mem_flags, CallSite site);
 // One simd_* exchange: each active lane deposits `bytes` (<= kSimdSlotBytes) and waits for the others.
 // Afterwards `slots + lane * kSimdSlotBytes` holds lane's value for every lane set in `active`.
 // With full checks every lane of a round must come from the same call.
+// The result of a reduction over all lanes of a round (simd_sum, simd_max, ...), the same in every lane: the
+// first lane to compute it leaves it here for the others. `key` names the reduction; reset when a round opens.
+struct SimdMemo {
+  const void* key;
+  bool any;
+  alignas(16) unsigned char value[kSimdSlotBytes];
+};
 struct SimdRound {
   const unsigned char* slots;
   uint32_t active;  // bit l: lane l took part (lanes that returned from the kernel are inactive)
   uint32_t lane;    // the caller's lane
+  SimdMemo* memo;   // this round's
 };
 SimdRound simd_exchange(const void* value, size_t bytes, CallSite site);
 
@@ -105,6 +113,10 @@ struct MatrixStep {
 MatrixStep simdgroup_matrix_step(CallSite site);
 // True when `p` points into the running threadgroup's threadgroup memory.
 bool is_threadgroup_memory(const void* p);
+// Copies `rows` rows of `row_bytes` from src (rows `stride_bytes` apart) into dst (packed). With full checks a
+// row in the running group's threadgroup memory is one read by the calling thread, as the load hooks check
+// each element; the copy itself is not instrumented (simdgroup_load: one check per row, not per element).
+void read_rows(void* dst, const void* src, size_t row_bytes, size_t rows, size_t stride_bytes);
 // An atomic operation on threadgroup memory: its bytes count as written (atomics are exempt from the race
 // check, and the sim does not see them otherwise).
 void note_threadgroup_atomic(const void* p, size_t bytes);

@@ -8,6 +8,8 @@
 // lane stores the whole matrix (the same bytes once per lane).
 // thread_elements() (Apple's per-lane element layout) is not provided.
 #pragma once
+#include <utility>
+
 #include "sim/device_ptr.h"
 #include "sim/runtime.h"
 #include "sim/simd.h"
@@ -45,6 +47,13 @@ inline void load(simdgroup_matrix<T, R, C>& d, ulong elements_per_row, ulong2 or
       d.e[r][c] = read(row * elements_per_row + col);
     }
 }
+// d = dᵀ (R == C). Out of line and not instrumented: d is the lane's own copy, not threadgroup memory.
+template <class T, int R, int C>
+[[gnu::noinline]] __attribute__((no_sanitize("coverage"))) void transpose(simdgroup_matrix<T, R, C>& d) {
+  static_assert(R == C);
+  for (int r = 0; r < R; ++r)
+    for (int c = r + 1; c < C; ++c) std::swap(d.e[r][c], d.e[c][r]);
+}
 // Elements whose index r * C + c is `lane` mod 32, or all of them when lane < 0.
 template <class T, int R, int C, class Write>
 inline void store(const simdgroup_matrix<T, R, C>& a, ulong elements_per_row, ulong2 origin, bool transpose, Write write,
@@ -59,12 +68,16 @@ inline void store(const simdgroup_matrix<T, R, C>& a, ulong elements_per_row, ul
 }
 }  // namespace sim_detail
 
-// From threadgroup or thread memory (a plain pointer in the sim).
+// From threadgroup or thread memory (a plain pointer in the sim). The 8 source rows (origin.y …, columns
+// origin.x …; the same block transposed or not) are copied whole, each row checked as one read: every lane
+// still reads every element, with one check per row instead of one hook call per element.
 template <class T, int R, int C>
 inline void simdgroup_load(simdgroup_matrix<T, R, C>& d, const T* src, ulong elements_per_row = C,
                            ulong2 matrix_origin = 0, bool transpose_matrix = false, MB_SIM_SITE) {
   ::metal_sim::rt::simdgroup_matrix_step(MB_SIM_SITE_ARG);
-  sim_detail::load(d, elements_per_row, matrix_origin, transpose_matrix, [&](ulong i) { return src[i]; });
+  ::metal_sim::rt::read_rows(&d.e[0][0], src + matrix_origin.y * elements_per_row + matrix_origin.x, C * sizeof(T), R,
+                             elements_per_row * sizeof(T));
+  if (transpose_matrix) sim_detail::transpose(d);
 }
 // From device memory: every element read is bounds-checked.
 template <class T, int R, int C, class U>

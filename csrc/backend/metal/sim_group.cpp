@@ -215,6 +215,7 @@ rt::SimdRound GroupRunner::simd_exchange(const void* value, size_t bytes, const 
     }
     sg.mem_flags |= mem_flags;
   }
+  if (sg.arrived == 0) sg.memo[gen & 1].key = nullptr;  // a new round: no reduction computed yet
   if (bytes) std::memcpy(sg.slots[gen & 1][lane], value, bytes);
   ++sg.arrived;
   sg.arrived_mask |= 1u << lane;
@@ -224,7 +225,7 @@ rt::SimdRound GroupRunner::simd_exchange(const void* value, size_t bytes, const 
     thread_[size_t(i)].state = State::AtSimd;
     yield();
   }
-  return {&sg.slots[gen & 1][0][0], sg.masks[gen & 1], lane};
+  return {&sg.slots[gen & 1][0][0], sg.masks[gen & 1], lane, &sg.memo[gen & 1]};
 }
 
 void GroupRunner::simd_barrier(unsigned mem_flags, const rt::CallSite& site) {
@@ -428,6 +429,14 @@ SimdRound simd_exchange(const void* value, size_t bytes, CallSite site) {
 }
 MatrixStep simdgroup_matrix_step(CallSite site) { return mb::metal::sim::running("simdgroup_matrix").matrix_step(site); }
 bool is_threadgroup_memory(const void* p) { return mb::metal::sim::running("threadgroup memory").is_threadgroup_memory(p); }
+void read_rows(void* dst, const void* src, size_t row_bytes, size_t rows, size_t stride_bytes) {
+  const void* caller = __builtin_return_address(0);  // in the kernel: its line names the access
+  for (size_t r = 0; r < rows; ++r) {
+    const unsigned char* row = static_cast<const unsigned char*>(src) + r * stride_bytes;
+    mb::metal::sim::GroupRunner::threadgroup_access(row, row_bytes, false, caller);
+    std::memcpy(static_cast<unsigned char*>(dst) + r * row_bytes, row, row_bytes);
+  }
+}
 void note_threadgroup_atomic(const void* p, size_t bytes) { mb::metal::sim::running("atomic").note_atomic(p, bytes); }
 void* threadgroup_alloc(const void* key, size_t bytes, size_t align, const char* name) {
   return mb::metal::sim::running("threadgroup memory").threadgroup_alloc(key, bytes, align, name);

@@ -73,6 +73,7 @@ class GroupRunner {
     unsigned mem_flags = 0;
     uint16_t sync = 0;  // simdgroup_barrier(mem_threadgroup) calls completed (race check)
     alignas(16) unsigned char slots[2][metal_sim::rt::kSimdWidth][metal_sim::rt::kSimdSlotBytes];
+    metal_sim::rt::SimdMemo memo[2];  // as slots: one per round, double-buffered
   };
   struct TgDecl {
     const void* key;
