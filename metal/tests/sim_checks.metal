@@ -104,6 +104,25 @@ kernel void test_ok_atomics_and_matrix(DEVICE_PTR(const float) x [[buffer(0)]], 
 }
 MB_REGISTER_KERNEL(test_ok_atomics_and_matrix)
 
+// simdgroup_load from threadgroup memory (one check per source row): simdgroup 0 writes a 10x12 tile (pitch
+// 12) from x; simdgroup 1 loads the 8x8 block at column 1, row 2 (transposed when args.n is 1) and stores it
+// to y. Mode 2: a threadgroup barrier between (correct); mode 1: no barrier (a race); mode 0: the barrier,
+// but element (row 5, column 4) of the tile is never written (an uninitialised read).
+kernel void test_check_matrix_load(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],
+                                   constant CheckArgs& args [[buffer(2)]], MB_THREAD_POSITION) {
+  MB_THREADGROUP(float, tile, [10 * 12]);
+  if (simd_group == 0)
+    for (uint e = simd_lane; e < 10 * 12; e += 32)
+      if (args.mode != 0 || e != 5 * 12 + 4) tile[e] = x[e];  // @matrix-tile-write
+  if (args.mode != 1) threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (simd_group == 1) {
+    simdgroup_float8x8 m;
+    simdgroup_load(m, tile, 12, ulong2(1, 2), args.n == 1);  // @matrix-tile-load
+    simdgroup_store(m, y, 8);
+  }
+}
+MB_REGISTER_KERNEL(test_check_matrix_load)
+
 // Threadgroup index out of bounds: the array has 32 floats and every thread of a 64-thread group
 // writes its own slot; the upper half lands past all declared threadgroup memory.
 kernel void test_check_tg_out_of_bounds(DEVICE_PTR(const float) x [[buffer(0)]], DEVICE_PTR(float) y [[buffer(1)]],

@@ -227,6 +227,46 @@ def test_atomics_and_matrix_tiles_through_threadgroup_memory_pass(full_checks):
         np.testing.assert_array_equal(y[64 * s:64 * (s + 1)].reshape(8, 8), x.reshape(8, 8).T)
 
 
+@pytest.mark.parametrize("transpose", [False, True])
+def test_matrix_load_reads_the_block_at_its_origin_and_pitch(full_checks, transpose):
+    """simdgroup_load from threadgroup memory copies the 8 source rows whole (one check per row): the values
+    are those of the 8x8 block at (column 1, row 2) of the pitch-12 tile, transposed when asked."""
+    x = np.arange(1, 121, dtype=np.float32)
+    y = np.zeros(64, np.float32)
+    run("test_check_matrix_load", [x, y], [1], [64], args=args(2, int(transpose)))
+    block = x.reshape(10, 12)[2:10, 1:9]
+    np.testing.assert_array_equal(y.reshape(8, 8), block.T if transpose else block)
+
+
+# A lane of simdgroup 1 (the scheduler picks which one continues first after the collective load step).
+SIMDGROUP_1_THREAD = r"thread \((3[2-9]|[45][0-9]|6[0-3]), 0, 0\) "
+
+
+def test_matrix_load_racing_the_tile_write_is_reported(full_checks):
+    x, y = np.arange(1, 121, dtype=np.float32), np.zeros(64, np.float32)
+    # Element (2, 1) of the tile, byte 4 * (2 * 12 + 1) = 100, is the first the load reads; lane 25 wrote it.
+    with pytest.raises(DeviceError, match=(
+            expect(["threadgroup-memory race on byte 100 of threadgroup array 'tile'"]) + ".*" + SIMDGROUP_1_THREAD
+            + expect(["reads it at " + line_of("matrix-tile-load"), "thread (25, 0, 0) wrote it at "
+                      + line_of("matrix-tile-write")]))):
+        run("test_check_matrix_load", [x, y], [1], [64], args=args(1))
+
+
+def test_matrix_load_of_an_unwritten_element_is_reported(full_checks):
+    x, y = np.arange(1, 121, dtype=np.float32), np.zeros(64, np.float32)
+    # Element (5, 4) of the tile: byte 4 * (5 * 12 + 4) = 256, in the 4th source row of the block.
+    with pytest.raises(DeviceError, match=SIMDGROUP_1_THREAD + expect([
+            "reads byte 256 of threadgroup array 'tile' (480 bytes) at " + line_of("matrix-tile-load"),
+            "which no thread of the threadgroup has written"])):
+        run("test_check_matrix_load", [x, y], [1], [64], args=args(0))
+
+
+def test_matrix_load_problems_go_unseen_without_the_checks(basic_checks):
+    x, y = np.arange(1, 121, dtype=np.float32), np.zeros(64, np.float32)
+    run("test_check_matrix_load", [x, y], [1], [64], args=args(1))
+    run("test_check_matrix_load", [x, y], [1], [64], args=args(0))
+
+
 def test_threadgroup_index_out_of_bounds_is_reported(full_checks):
     x, y = data(64)
     with pytest.raises(DeviceError, match=expect([

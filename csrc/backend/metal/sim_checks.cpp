@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -75,6 +76,19 @@ std::string library_path() {
   return dladdr(reinterpret_cast<const void*>(&library_base), &info) && info.dli_fname ? info.dli_fname : "";
 }
 
+// "file:line:column" -> "file:line"; false (s unchanged) when s does not end in two numbers.
+bool drop_column(std::string& s) {
+  auto number_before = [&](size_t end) {  // start of the digits ending at `end`, npos if none
+    size_t b = end;
+    while (b > 0 && s[b - 1] >= '0' && s[b - 1] <= '9') --b;
+    return b < end && b > 0 && s[b - 1] == ':' ? b - 1 : std::string::npos;
+  };
+  const size_t column = number_before(s.size());
+  if (column == std::string::npos || number_before(column) == std::string::npos) return false;
+  s.resize(column);
+  return true;
+}
+
 }  // namespace
 
 std::string source_path(const std::string& where) {
@@ -103,10 +117,19 @@ std::string code_location(uint32_t code) {
   }());
   const std::string lib = library_path();
   if (!lib.empty() && lib.find('\'') == std::string::npos) {
-    char cmd[4200];
+    char cmd[4400];
     // code - 1: a return address points after its call; the call's own line is wanted.
-    // env -u LD_PRELOAD: under scripts/sanitize-check the ASan runtime must not load into addr2line.
-    std::snprintf(cmd, sizeof cmd, "env -u LD_PRELOAD addr2line -i -e '%s' 0x%x 2>/dev/null", lib.c_str(), code - 1);
+    // env -u LD_PRELOAD: under scripts/sanitize-check the ASan runtime must not load into the symbolizer.
+#ifdef MARKBASE_SIM_SYMBOLIZER
+    const char* symbolizer = access(MARKBASE_SIM_SYMBOLIZER, X_OK) == 0 ? MARKBASE_SIM_SYMBOLIZER : nullptr;
+#else
+    const char* symbolizer = nullptr;
+#endif
+    if (symbolizer)  // lines "function" then "file:line:column" per frame, innermost first
+      std::snprintf(cmd, sizeof cmd, "env -u LD_PRELOAD '%s' --inlining --obj='%s' 0x%x 2>/dev/null", symbolizer,
+                    lib.c_str(), code - 1);
+    else  // lines "file:line" per frame, innermost first
+      std::snprintf(cmd, sizeof cmd, "env -u LD_PRELOAD addr2line -i -e '%s' 0x%x 2>/dev/null", lib.c_str(), code - 1);
     if (FILE* f = popen(cmd, "r")) {
       std::vector<std::string> frames;
       char line[4096];
@@ -115,6 +138,7 @@ std::string code_location(uint32_t code) {
         while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
         const size_t paren = s.find(" (discriminator");
         if (paren != std::string::npos) s.resize(paren);
+        if (symbolizer && !drop_column(s)) continue;  // a function name
         if (!s.empty() && s.find("??") == std::string::npos) frames.push_back(source_path(s));
       }
       pclose(f);
