@@ -73,8 +73,9 @@ inline void store(const simdgroup_matrix<T, R, C>& a, ulong elements_per_row, ul
 // still reads every element, with one check per row instead of one hook call per element. Always inlined:
 // read_rows names the access by its return address, which must lie in the kernel's code for its line.
 template <class T, int R, int C>
-[[gnu::always_inline]] inline void simdgroup_load(simdgroup_matrix<T, R, C>& d, const T* src, ulong elements_per_row = C,
-                           ulong2 matrix_origin = 0, bool transpose_matrix = false, MB_SIM_SITE) {
+[[gnu::always_inline]] inline void simdgroup_load(simdgroup_matrix<T, R, C>& d, const T* src,
+                                                  ulong elements_per_row = C, ulong2 matrix_origin = 0,
+                                                  bool transpose_matrix = false, MB_SIM_SITE) {
   ::metal_sim::rt::simdgroup_matrix_step(MB_SIM_SITE_ARG);
   ::metal_sim::rt::read_rows(&d.e[0][0], src + matrix_origin.y * elements_per_row + matrix_origin.x, C * sizeof(T), R,
                              elements_per_row * sizeof(T));
