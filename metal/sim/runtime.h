@@ -86,9 +86,6 @@ void threadgroup_barrier(unsigned mem_flags);
 // Blocks until every active lane of the calling thread's simdgroup has arrived.
 void simdgroup_barrier(unsigned mem_flags, CallSite site);
 
-// One simd_* exchange: each active lane deposits `bytes` (<= kSimdSlotBytes) and waits for the others.
-// Afterwards `slots + lane * kSimdSlotBytes` holds lane's value for every lane set in `active`.
-// With full checks every lane of a round must come from the same call.
 // The result of a reduction over all lanes of a round (simd_sum, simd_max, ...), the same in every lane: the
 // first lane to compute it leaves it here for the others. `key` names the reduction; reset when a round opens.
 struct SimdMemo {
@@ -96,6 +93,9 @@ struct SimdMemo {
   bool any;
   alignas(16) unsigned char value[kSimdSlotBytes];
 };
+// One simd_* exchange: each active lane deposits `bytes` (<= kSimdSlotBytes) and waits for the others.
+// Afterwards `slots + lane * kSimdSlotBytes` holds lane's value for every lane set in `active`.
+// With full checks every lane of a round must come from the same call.
 struct SimdRound {
   const unsigned char* slots;
   uint32_t active;  // bit l: lane l took part (lanes that returned from the kernel are inactive)
