@@ -193,6 +193,28 @@ MB_AVX2_TARGET inline void scale_times_dx(const GemvArgs& a, const ST* s, int64_
   }
 }
 
+// The same for a tile of 4 rows, group-major: sdx4[i] = s[0..3, g0 + i]·dx[g0 + i], one 128-bit vector per group
+// for the x8 kernel's one-FMA-per-tile epilogue (8 groups per 4×8 transpose).
+template <int kChunk, class ST>
+MB_AVX2_TARGET inline void scale_times_dx_4rows(const GemvArgs& a, const ST* s, int64_t g0, int64_t gn, float (&sdx4)[kChunk][4]) {
+  int64_t i = 0;
+  for (; i + 8 <= gn; i += 8) {
+    const __m256 dx = _mm256_loadu_ps(a.dx + g0 + i);
+    __m256 v[4];  // row r's 8 groups
+    for (int r = 0; r < 4; ++r) v[r] = _mm256_mul_ps(load8_f32(s + r * a.scale_stride + g0 + i), dx);
+    const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);  // [a0 b0 a1 b1 | a4 b4 a5 b5]
+    const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);  // [a0 b0 c0 d0 | a4 ..]
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    _mm256_store_ps(sdx4[i], _mm256_permute2f128_ps(u0, u1, 0x20));      // groups i, i + 1
+    _mm256_store_ps(sdx4[i + 2], _mm256_permute2f128_ps(u2, u3, 0x20));  // i + 2, i + 3
+    _mm256_store_ps(sdx4[i + 4], _mm256_permute2f128_ps(u0, u1, 0x31));  // i + 4, i + 5
+    _mm256_store_ps(sdx4[i + 6], _mm256_permute2f128_ps(u2, u3, 0x31));  // i + 6, i + 7
+  }
+  for (; i < gn; ++i)
+    for (int r = 0; r < 4; ++r) sdx4[i][r] = load_f32(s + r * a.scale_stride + g0 + i) * a.dx[g0 + i];
+}
+
 // acc[r] += b[r, g0 + i]·xsum[g0 + i] over the gn groups of a chunk (the biases' share Σ_g b·Σx, in the
 // accumulators the groups' products go to; a last partial vector in tail[r]).
 template <int R, class ST>
@@ -305,6 +327,38 @@ MB_AVX2_TARGET void gemv_rows_avx2_x8(const GemvArgs& a, const ST* s, const ST* 
     return _mm256_add_epi16(_mm256_maddubs_epi16(qe, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xe + o))),
                             _mm256_maddubs_epi16(qo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xo + o))));
   };
+  if constexpr (R == 4 && kGroupBytes >= 32) {
+    // A whole tile at once: vphaddw adds adjacent i16 lanes of two rows' sums into one vector (exact: a lane
+    // ends with ≤ 16 products of 15·127, 30480), twice, so the 4 rows share the one vpmaddwd that widens to
+    // i32 — 9 multiplies per 4 rows and group of 64 instead of 12 — and one conversion and one FMA; i32 lanes
+    // (r, r + 4) are row r's.
+    __m256 acc4 = _mm256_setzero_ps();
+    alignas(32) float sdx4[kXqChunk][4];
+    prefetch_scales(s, b, a.G, a.scale_stride, R);
+    for (int64_t g0 = 0; g0 < a.G; g0 += kXqChunk) {
+      const int64_t gn = std::min(kXqChunk, a.G - g0);
+      scale_times_dx_4rows(a, s, g0, gn, sdx4);
+      for (int64_t gi = 0; gi < gn; ++gi) {
+        const int64_t o = (g0 + gi) * kGroupBytes;
+        prefetch_next_rows<R, kGroupBytes>(q, a.next_row, o);
+        __m256i h;  // per 128-bit half: [Σ row 0, Σ row 1, Σ row 2, Σ row 3] over the half's columns, i32
+        if constexpr (kGroupBytes == 32) {  // ≤ 4 products of 15·127 per lane of pairs(): two row levels fit in i16
+          const __m256i h01 = _mm256_hadd_epi16(pairs(0, o), pairs(1, o)), h23 = _mm256_hadd_epi16(pairs(2, o), pairs(3, o));
+          h = _mm256_madd_epi16(_mm256_hadd_epi16(h01, h23), ones);
+        } else {  // 8 products per lane: one row level in i16, the other in i32
+          const __m256i p0 = _mm256_add_epi16(pairs(0, o), pairs(0, o + 32)), p1 = _mm256_add_epi16(pairs(1, o), pairs(1, o + 32));
+          const __m256i p2 = _mm256_add_epi16(pairs(2, o), pairs(2, o + 32)), p3 = _mm256_add_epi16(pairs(3, o), pairs(3, o + 32));
+          h = _mm256_hadd_epi32(_mm256_madd_epi16(_mm256_hadd_epi16(p0, p1), ones),
+                                _mm256_madd_epi16(_mm256_hadd_epi16(p2, p3), ones));
+        }
+        acc4 = _mm256_fmadd_ps(_mm256_broadcast_ps(reinterpret_cast<const __m128*>(sdx4[gi])), _mm256_cvtepi32_ps(h), acc4);
+      }
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc4);
+    for (int r = 0; r < R; ++r) out[r] = lanes[r] + lanes[r + 4] + dot_f32(b + r * a.scale_stride, a.xsum, a.G);
+    return;
+  }
   for_each_chunk<R>(a, s, b, acc, tail, [&](int64_t g0, int64_t gn, const float (&sdx)[R][kXqChunk]) MB_AVX2_TARGET {
     if constexpr (kGroupBytes >= 32) {  // a group is 1 or 2 steps of 32 bytes
       for (int64_t gi = 0; gi < gn; ++gi) {
