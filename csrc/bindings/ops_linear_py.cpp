@@ -29,10 +29,15 @@ void bind_ops_linear(py::module_& m) {
      "f32 accumulation. bf16_products lets the CPU GEMM (more than 8 rows, bf16 w) round x to bf16 and "
      "multiply bf16 pairs where that is faster (_gemm_bf16_products()).");
   m.def("_gemm_bf16_products", [] { return cpu::bf16_products_enabled(); },
-        "Whether the CPU GEMM takes bf16_products here: AVX512_BF16 on AMD, or MARKBASE_BF16_PRODUCTS=1.");
+        "Whether the CPU GEMM takes bf16_products here: AVX512_BF16 on AMD or with AMX, or MARKBASE_BF16_PRODUCTS=1.");
   m.def("_gemm_bf16_supported", [] { return cpu::bf16_products_supported(); }, "AVX512_BF16 usable here.");
   m.def("_set_gemm_bf16_products", [](int mode) { cpu::set_bf16_products(mode); }, py::arg("mode"),
         "Tests: 1 takes bf16 products wherever supported, 0 never, -1 back to the default rule.");
+  m.def("_gemm_amx_supported", [] { return cpu::amx_bf16_supported(); },
+        "AMX-BF16 tiles usable here (listed by CPUID, saved by the OS, granted to this process).");
+  m.def("_gemm_amx", [] { return cpu::amx_bf16_enabled(); }, "Whether the bf16-products GEMM runs on AMX tiles.");
+  m.def("_set_gemm_amx", [](int mode) { cpu::set_amx_bf16(mode); }, py::arg("mode"),
+        "Tests / A-B runs: 0 keeps the bf16-products GEMM off AMX, 1 or -1 back to the default (AMX where supported).");
 
   m.def("linear_gathered", [](const py::object& xo, const py::object& wo, const py::object& io, const py::object& out,
                               const std::string& device, bool reference) {

@@ -220,24 +220,62 @@ def test_gemm_kernels_agree_bitwise(tmp_path):
 # (M, K, N) for bf16_products: more than 8 rows (the GEMM), K across one and several 512-long k slices and
 # with a 16-wide tail, N across partial 32-column panels and 192-column tasks; M = 9 / 13 / 100 leave
 # partial 12-row tiles.
-BF16_SHAPES = [(9, 2, 1), (13, 66, 31), (12, 512, 32), (37, 1030, 200), (100, 2048, 33), (24, 96, 385)]
+# 600 and 1200 rows take the AMX kernel's second and third 576-row task; K = 2 and 66 pad k to whole 32-wide tiles.
+BF16_SHAPES = [(9, 2, 1), (13, 66, 31), (12, 512, 32), (37, 1030, 200), (100, 2048, 33), (24, 96, 385),
+               (600, 96, 70), (1200, 64, 33)]
+# The bf16-products GEMM kernels this CPU has: vdpbf16ps (AVX512_BF16) and, where Linux grants the tiles, AMX.
+BF16_GEMM_KERNELS = ["vdpbf16ps"] + (["amx"] if ops._gemm_amx_supported() else [])
 
 
 @pytest.fixture
 def bf16_products_on():
-    """bf16 products wherever the CPU has them (the default rule takes them on AMD only)."""
+    """bf16 products wherever the CPU has them (the default rule takes them on AMD, or with AMX)."""
     ops._set_gemm_bf16_products(1)
     yield ops._gemm_bf16_supported()
     ops._set_gemm_bf16_products(-1)
 
 
+@pytest.fixture(params=BF16_GEMM_KERNELS)
+def bf16_gemm_kernel(request):
+    """Each bf16-products GEMM kernel of this CPU in turn (AMX switched off for vdpbf16ps)."""
+    ops._set_gemm_amx(1 if request.param == "amx" else 0)
+    assert ops._gemm_amx() == (request.param == "amx")
+    yield request.param
+    ops._set_gemm_amx(-1)
+
+
+def _amx_granted_here() -> bool:
+    """AMX-BF16 and AMX-TILE in /proc/cpuinfo, and Linux grants the tile data (arch_prctl
+    ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked here independently of markbase."""
+    import ctypes
+    import platform
+    if platform.machine() != "x86_64" or not os.path.exists("/proc/cpuinfo"):
+        return False
+    flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo") if line.startswith("flags")), [])
+    if not {"amx_bf16", "amx_tile", "avx512_bf16"} <= set(flags):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    sys_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata = 158, 0x1023, 18
+    return libc.syscall(sys_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0
+
+
+def test_amx_taken_where_granted():
+    """The AMX kernel is supported exactly where the CPU lists it and Linux grants the tiles (a VM can list
+    amx_tile without granting it: then AMX instructions fault), and then it is the default."""
+    assert ops._gemm_amx_supported() == _amx_granted_here()
+    assert ops._gemm_amx() == ops._gemm_amx_supported()
+    if ops._gemm_amx_supported():
+        assert ops._gemm_bf16_products(), "with AMX the default rule takes bf16 products"
+
+
 @pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("M,K,N", BF16_SHAPES)
-def test_linear_bf16_products(M, K, N, with_bias, bf16_products_on):
+def test_linear_bf16_products(M, K, N, with_bias, bf16_products_on, bf16_gemm_kernel):
     """bf16_products (precision="auto" for bf16 weights): x rounded to bf16 (nearest-even), then exact bf16
-    products summed in f32 (vdpbf16ps). Held to the f32 bound of a sum of those rounded products: the float64
-    product of bf16(x) and w, 4·sqrt(K+1)·u·S. The rounding of x must be there (it moves outputs by up to
-    2^-9·S, far beyond that bound); where the CPU has no AVX512_BF16 the permission changes nothing."""
+    products summed in f32 (vdpbf16ps, or TDPBF16PS on AMX tiles). Held to the f32 bound of a sum of those
+    rounded products: the float64 product of bf16(x) and w, 4·sqrt(K+1)·u·S. The rounding of x must be there
+    (it moves outputs by up to 2^-9·S, far beyond that bound); where the CPU has no AVX512_BF16 the
+    permission changes nothing."""
     x, w, b = make_inputs(M, K, N, with_bias)
     wt, bt = tensor(w, "bf16"), (tensor(b, "f32") if b is not None else None)
     got = ops.linear(x, wt, bt, bf16_products=True)
@@ -276,13 +314,28 @@ def test_linear_bf16_products_decode_rows(M, K, N, bf16_products_on):
     assert not np.array_equal(to_f64(got), to_f64(ops.linear(x, wt, bt))), "x was not rounded"
 
 
-def test_linear_bf16_products_non_finite(bf16_products_on):
+def test_linear_bf16_products_non_finite(bf16_products_on, bf16_gemm_kernel):
     """NaN and infinity in x reach the outputs they feed, as in f32 (bf16 keeps both)."""
     x, w, _ = make_inputs(20, 64, 40, False)
     x[3, 5], x[7, 9] = np.nan, np.inf
     got = to_f64(ops.linear(x, tensor(w, "bf16"), bf16_products=True))
     assert np.isnan(got[3]).all() and not np.isfinite(got[7]).any()
     assert np.isfinite(np.delete(got, [3, 7], axis=0)).all()
+
+
+def test_linear_bf16_products_no_stale_padding(bf16_products_on, bf16_gemm_kernel):
+    """Scratch reused across calls holds no earlier operand where a later call pads: after a product whose
+    weights hold infinity in columns 64-95, a product with K = 66 (padded to 96 on AMX tiles) stays finite and
+    within the bound."""
+    x, w, _ = make_inputs(40, 512, 64, False)
+    w[:, 64:96] = np.inf
+    assert not np.isfinite(to_f64(ops.linear(x, tensor(w, "bf16"), bf16_products=True))).all()
+    x, w, _ = make_inputs(40, 66, 64, False, seed=5)
+    got = ops.linear(x, tensor(w, "bf16"), bf16_products=True)
+    assert np.isfinite(to_f64(got)).all()
+    if bf16_products_on:
+        want, scale = numpy_linear(x, w, None, "bf16", "bf16", "f32")
+        assert_linear_close(got, want, scale, 66, "f32", "bf16 products after a non-finite product")
 
 
 def _f32(*shape):

@@ -1,4 +1,4 @@
-// Prefill GEMM with bf16 weights as bf16 products (AVX512_BF16): Y[m, n] = Σ_k bf16(x[m, k]) · w[n, k] (+ bias[n]).
+// Prefill GEMM with bf16 weights as bf16 products (AVX512_BF16; AMX tiles where granted: bf16_gemm_amx.cpp): Y[m, n] = Σ_k bf16(x[m, k]) · w[n, k] (+ bias[n]).
 //
 // x is rounded to bf16 (nearest-even) once; the weights are bf16 already. vdpbf16ps multiplies two bf16
 // pairs per f32 lane (each product exact in f32) and adds them into the f32 accumulator, 32 multiply-adds
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/bf16_pack.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/simd.h"
 #include "core/runtime_switch.h"
@@ -21,10 +22,8 @@ namespace mb::cpu {
 #if MB_HAVE_X86_SIMD
 namespace {
 
-#define MB_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c")))
-
-constexpr int kMR = 12, kNR = 32;  // rows of x, weight rows (columns of Y) per tile
-constexpr int64_t kKC = 512;       // k per slice (256 pairs): a 32 KB weight panel
+constexpr int kMR = 12, kNR = kBf16PanelRows;  // rows of x, weight rows (columns of Y) per tile
+constexpr int64_t kKC = kBf16SliceK;            // k per slice (256 pairs): a 32 KB weight panel
 constexpr int64_t kNC = 192;       // weight rows per task (6 panels)
 constexpr int64_t kMC = 576;       // x rows per task (48 slivers)
 
@@ -37,11 +36,6 @@ struct PackedX {
     return pairs.data() + (k0 / 2) * padded_m + (first_row / kMR) * (kc / 2) * kMR;
   }
 };
-
-// 16 floats rounded to bf16 (nearest-even, as torch's .to(bfloat16)).
-MB_BF16_TARGET inline __m256i round16(const float* x) {
-  return (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x));
-}
 
 // Rows [s·kMR, s·kMR + kMR) of x, k slice [k0, k0 + kc), rounded and interleaved into the sliver layout.
 MB_BF16_TARGET void pack_x_sliver(const float* X, int64_t M, int64_t K, int64_t s, int64_t k0, int64_t kc,
@@ -85,16 +79,6 @@ MB_BF16_TARGET void tile_bf16(int64_t pairs, const int32_t* ap, const int32_t* b
   for (int t = 0; t < 2 * kMR; ++t) _mm512_storeu_ps(c + (t / 2) * ldc + (t % 2) * 16, acc[t]);
 }
 
-// kNR weight rows [n0, n0 + rows) (zero rows past it) of k slice [k0, k0 + kc): each row's bf16 pairs are
-// 32-bit words, so the f32 panel transposer moves them unchanged.
-void pack_panel(const bf16_t* W, int64_t K, int64_t n0, int rows, int64_t k0, int64_t kc, int32_t* panel) {
-  alignas(64) static const int32_t zeros[kKC / 2] = {};
-  const float* row_ptrs[kNR];
-  for (int j = 0; j < kNR; ++j)
-    row_ptrs[j] = j < rows ? reinterpret_cast<const float*>(W + (n0 + j) * K + k0) : reinterpret_cast<const float*>(zeros);
-  transpose_panel32(row_ptrs, kc / 2, reinterpret_cast<float*>(panel));
-}
-
 }  // namespace
 
 bool bf16_products_supported() {
@@ -113,11 +97,12 @@ void set_bf16_products(int mode) { g_bf16_products.set(mode); }
 
 bool bf16_products_enabled() {
   // vdpbf16ps does twice the multiply-adds of an f32 FMA on AMD (Zen 4 / 5), half of it on Intel.
+  // With AMX (bf16_gemm_amx.cpp) the GEMM's tiles do 16× the f32 FMA's multiply-adds on Intel too.
   static const bool on_amd = [] {
     __builtin_cpu_init();
     return __builtin_cpu_is("amd") != 0;
   }();
-  return bf16_products_supported() && g_bf16_products.enabled(on_amd);
+  return bf16_products_supported() && g_bf16_products.enabled(on_amd || amx_bf16_enabled());
 }
 
 namespace {
@@ -201,6 +186,7 @@ bool gemv_bf16_products(int64_t M, int64_t N, int64_t K, const float* X, const b
 bool gemm_bf16_products(int64_t M, int64_t N, int64_t K, const float* X, const bf16_t* W, const float* bias,
                         float* Y) {
   if (!bf16_products_enabled() || M <= 0 || N <= 0 || K <= 0 || K % 2) return false;
+  if (gemm_bf16_amx(M, N, K, X, W, bias, Y)) return true;
   const int64_t slivers = (M + kMR - 1) / kMR, slices = (K + kKC - 1) / kKC;
   thread_local PackedX px_store;  // the calling thread's; workers read it through `px`
   PackedX& px = px_store;
@@ -228,7 +214,7 @@ bool gemm_bf16_products(int64_t M, int64_t N, int64_t K, const float* X, const b
         const int64_t kc = std::min(kKC, K - k0);
         const bool accumulate = k0 > 0;
         for (int64_t p = 0; p < npanels; ++p)
-          pack_panel(W, K, n0 + p * kNR, int(std::min<int64_t>(kNR, nc - p * kNR)), k0, kc, panel(p));
+          pack_bf16_panel(W, K, n0 + p * kNR, int(std::min<int64_t>(kNR, nc - p * kNR)), k0, kc, panel(p));
         const int32_t* xs = px.sliver(k0, kc, m0);
         // Panel outer, sliver inner: a weight panel (32 KB) stays in L1 while every x sliver passes it.
         for (int64_t p = 0; p < npanels; ++p) {

@@ -53,6 +53,15 @@ bool gemv_bf16_products(int64_t M, int64_t N, int64_t K, const float* A, const b
 bool bf16_products_supported();
 bool bf16_products_enabled();
 void set_bf16_products(int mode);
+// The same products on Intel AMX tiles (backend/cpu/bf16_gemm_amx.cpp), taken by gemm_bf16_products when
+// amx_bf16_enabled(): supported = AVX512_BF16 and AMX-BF16 listed and the tile data granted by Linux;
+// enabled = supported and not switched off (MARKBASE_AMX=0, set_amx_bf16(0); -1 clears the override). With
+// AMX enabled, bf16 products are taken by default on Intel as on AMD. False (nothing written) as
+// gemm_bf16_products, or when AMX is not enabled.
+bool amx_bf16_supported();
+bool amx_bf16_enabled();
+void set_amx_bf16(int mode);
+bool gemm_bf16_amx(int64_t M, int64_t N, int64_t K, const float* A, const bf16_t* B, const float* bias, float* C);
 
 // B packed once for several products with the same B (attention's K and V of one head): packed_b_size(N, K)
 // floats, filled by pack_gemm_b and read by gemm_prepacked in place of B.
