@@ -78,8 +78,10 @@ def build(cache: str) -> str:
     src = source_dir(cache)
     os.makedirs(out, exist_ok=True)
     _log(f"building llama-bench and llama-quantize in {out} (several minutes on 2 cores)")
-    # No AMX: a VM can list amx_tile in /proc/cpuinfo without granting the tile state, and ggml's AMX
-    # matmul (compiled in by -march=native) then segfaults (seen here on an "Intel Xeon" VM, 2026-12-04).
+    # No AMX: ggml's AMX matmul (compiled in by -march=native) segfaults in prompt processing of the Q8_0 /
+    # Q4_0 GGUFs (in ggml_backend_amx_mul_mat), seen here on "Intel Xeon" VMs both where the tile state is
+    # not granted (2026-12-04) and where Linux grants it (2026-12-07; the BF16 GGUF, which ggml's AMX code
+    # does not take, ran the same as without AMX).
     no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" if "amx_tile" in isa_tag() else ""
     _run(["cmake", "-S", src, "-B", out, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON",
           f"-DCMAKE_C_FLAGS={no_amx}", f"-DCMAKE_CXX_FLAGS={no_amx}",

@@ -33,7 +33,8 @@ How:
     bytes read per token (as the engine holds them: markbase's Model.decode_weight_bytes, the GGUF's
     tensors, the bf16 checkpoint for transformers; never the PLE table, a gather) / best read bandwidth;
     prefill = minimum FLOPs (bench/_roofline.py: the trailing KV-sharing layers for the last row only) /
-    best f32 GEMM GFLOP/s (markbase or OpenBLAS); the header also gives the FLOPs of running every row
+    best f32 GEMM GFLOP/s (markbase or OpenBLAS), for the bf16 width the best bf16 GEMM GFLOP/s (markbase's
+    bf16 products, torch's bf16 matmul, or the f32 peak, whichever is highest); the header also gives the FLOPs of running every row
     through every layer, which is what llama.cpp 0.3.36 does (transformers 5.23 slices to logits_to_keep
     at the first KV-sharing layer, as markbase does).
 How long: a full run (4 rounds × 3 reps, 7 cells) took 52 minutes on the 2-core machine, mostly quiet
@@ -192,7 +193,9 @@ def roofline_fraction(cell: Cell, key: str, tok_s: float, limits: dict, flops: d
         return tok_s * cell.decode_bytes / (limits["read_gbps"] * 1e9)
     if key.startswith("prefill_") and limits["gemm_gflops"]:
         T = int(key.split("_")[1])
-        return flops[T] / (T / tok_s) / (limits["gemm_gflops"] * 1e9)
+        # bf16 weights may be multiplied in bf16 (markbase's bf16 products, torch, llama.cpp BF16): their peak
+        peak = limits["gemm_bf16_gflops"] if cell.width == "bf16" else limits["gemm_gflops"]
+        return flops[T] / (T / tok_s) / (peak * 1e9)
     return None
 
 
@@ -316,8 +319,10 @@ def measure_limits(limits: dict, threads: int) -> None:
     limits["gemm_samples"].append(gemm)
     limits["read_gbps"] = max(limits["read_gbps"], bw["best"])
     limits["gemm_gflops"] = max(limits["gemm_gflops"], gemm["best"])
+    limits["gemm_bf16_gflops"] = max(limits["gemm_bf16_gflops"], gemm["bf16_best"])
     log(f"yardstick: read best {bw['best']:.1f} GB/s (median {bw['median']:.1f}, min {bw['min']:.1f}, n {bw['n']}); "
-        f"f32 GEMM markbase {gemm['markbase']:.0f}, numpy {gemm['numpy']:.0f} GFLOP/s")
+        f"f32 GEMM markbase {gemm['markbase']:.0f}, numpy {gemm['numpy']:.0f} GFLOP/s; bf16 GEMM markbase "
+        f"{gemm['markbase_bf16']:.0f}, torch {gemm['torch_bf16']:.0f} GFLOP/s")
 
 
 def package_version(name: str) -> str:
@@ -348,6 +353,9 @@ def describe_run(args, checkpoint: str, limits: dict, flops: dict, cells: list[C
     g = limits["gemm_samples"]
     print(f"f32 GEMM peak (512x2048x2048): best {limits['gemm_gflops']:.0f} GFLOP/s "
           f"(markbase best {max(s['markbase'] for s in g):.0f}, OpenBLAS best {max(s['numpy'] for s in g):.0f})")
+    print(f"bf16 GEMM peak (the same shape; the bf16 width's prefill %): best {limits['gemm_bf16_gflops']:.0f} GFLOP/s "
+          f"(markbase bf16 products best {max(s['markbase_bf16'] for s in g):.0f}, torch bf16 best "
+          f"{max(s['torch_bf16'] for s in g):.0f}, or the f32 peak)")
     print("weight bytes read per decode token: " + ", ".join(
         f"{c.engine} {c.width} {c.decode_bytes / 1e9:.2f} GB" for c in cells if c.decode_bytes))
     full = {T: _roofline.prefill_flops(checkpoint, T, minimum=False) for T in flops}
@@ -357,7 +365,7 @@ def describe_run(args, checkpoint: str, limits: dict, flops: dict, cells: list[C
     if "error" in llama:
         print(f"llama.cpp: {llama['error']}")
     print("figures: median [min-max] over rounds x reps; % = roofline fraction (decode: bytes/token at the best "
-          "read bandwidth; prefill: minimum FLOPs at the best GEMM peak)\n")
+          "read bandwidth; prefill: minimum FLOPs at the best GEMM peak, bf16 for the bf16 width)\n")
 
 
 def main(argv=None) -> int:
@@ -374,7 +382,8 @@ def main(argv=None) -> int:
         elif c.engine == "transformers":
             c.decode_bytes = _roofline.checkpoint_decode_bytes(checkpoint)
     flops = {T: _roofline.prefill_flops(checkpoint, T) for T in (128, 512)}
-    limits = {"read_gbps": 0.0, "gemm_gflops": 0.0, "read_samples": [], "gemm_samples": [], "pressure": []}
+    limits = {"read_gbps": 0.0, "gemm_gflops": 0.0, "gemm_bf16_gflops": 0.0, "read_samples": [], "gemm_samples": [],
+              "pressure": []}
 
     for r in range(args.rounds):
         measure_limits(limits, args.threads)

@@ -10,7 +10,10 @@
   numpy releases the GIL inside the reduction).
 - `gemm_peak(threads)`: f32 GEMM throughput (GFLOP/s) of x[M, K] · w[N, K]ᵀ, the best over several runs
   of markbase's own `ops.linear` and numpy/OpenBLAS `x @ w.T` on the same shapes — the roofline of a
-  compute-bound prefill.
+  compute-bound prefill; and, for engines that multiply bf16 weights in bf16 (markbase's bf16 products,
+  torch's bf16 matmuls, llama.cpp's BF16), a bf16 peak: the best of markbase's bf16-products `ops.linear`,
+  torch's bf16 `linear` (oneDNN: AMX tiles where the CPU has them) when torch is installed, and the f32
+  peak (bf16 can always be computed in f32), so no engine's bf16 prefill is measured against a slower limit.
 
 Each measurement runs in a child Python process whose environment fixes the thread counts
 (MARKBASE_NUM_THREADS, OPENBLAS_NUM_THREADS, OMP_NUM_THREADS), since neither markbase's pool nor
@@ -120,7 +123,20 @@ def _measure_gemm(threads: int, M: int, K: int, N: int, repeats: int) -> dict:
     out_np = np.empty((M, N), np.float32)
     mb_gflops = _best_gflops(lambda: ops.linear(xt, wt, out=out_mb), flops, repeats)
     np_gflops = _best_gflops(lambda: np.matmul(x, w.T, out=out_np), flops, repeats)
-    return {"best": max(mb_gflops, np_gflops), "markbase": mb_gflops, "numpy": np_gflops,
+    best = max(mb_gflops, np_gflops)
+    w16 = markbase.Tensor(w, dtype="bf16")  # rounded to nearest-even
+    mb_bf16 = _best_gflops(lambda: ops.linear(xt, w16, out=out_mb, bf16_products=True), flops, repeats)
+    torch_bf16 = 0.0
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        torch.set_num_threads(threads)
+        xb, wb = torch.from_numpy(x).to(torch.bfloat16), torch.from_numpy(w).to(torch.bfloat16)
+        torch_bf16 = _best_gflops(lambda: torch.nn.functional.linear(xb, wb), flops, repeats)
+    return {"best": best, "markbase": mb_gflops, "numpy": np_gflops,
+            "bf16_best": max(best, mb_bf16, torch_bf16), "markbase_bf16": mb_bf16, "torch_bf16": torch_bf16,
             "shape": [M, K, N], "threads": threads}
 
 
