@@ -7,6 +7,7 @@
 // two weight tiles: the 8 tile registers). The blocking is fixed, so the result does not depend on the
 // thread count.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -145,6 +146,30 @@ bool amx_bf16_enabled() { return amx_bf16_supported() && g_amx.enabled(); }
 
 void set_amx_bf16(int mode) { g_amx.set(mode); }
 
+MB_AMX_TARGET double amx_bf16_probe_seconds(int64_t steps) {
+  if (!amx_bf16_supported()) return 0.0;
+  alignas(64) static const uint16_t zeros[kTileRows * kTileK] = {};  // the rate does not depend on the values
+  configure_tiles();
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, zeros, 64);
+  _tile_loadd(5, zeros, 64);
+  _tile_loadd(6, zeros, 64);
+  _tile_loadd(7, zeros, 64);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t s = 0; s < steps; ++s) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  release_tiles();
+  return seconds;
+}
+
 bool gemm_bf16_amx(int64_t M, int64_t N, int64_t K, const float* X, const bf16_t* W, const float* bias, float* Y) {
   if (!amx_bf16_enabled() || M <= 0 || N <= 0 || K <= 0 || K % 2) return false;
   const int64_t groups = round_up(M, kBlock) / kTileRows, slices = (K + kKC - 1) / kKC;
@@ -218,6 +243,7 @@ bool amx_bf16_supported() { return false; }
 bool amx_bf16_enabled() { return false; }
 void set_amx_bf16(int) {}
 bool gemm_bf16_amx(int64_t, int64_t, int64_t, const float*, const bf16_t*, const float*, float*) { return false; }
+double amx_bf16_probe_seconds(int64_t) { return 0.0; }
 
 #endif
 

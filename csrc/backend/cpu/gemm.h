@@ -62,6 +62,9 @@ bool amx_bf16_supported();
 bool amx_bf16_enabled();
 void set_amx_bf16(int mode);
 bool gemm_bf16_amx(int64_t M, int64_t N, int64_t K, const float* A, const bf16_t* B, const float* bias, float* C);
+// Seconds for `steps` rounds of four independent TDPBF16PS (4 × 8192 multiply-adds) on resident tiles, for
+// bench/isa_probe.py; 0 where AMX is not supported.
+double amx_bf16_probe_seconds(int64_t steps);
 
 // B packed once for several products with the same B (attention's K and V of one head): packed_b_size(N, K)
 // floats, filled by pack_gemm_b and read by gemm_prepacked in place of B.

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/simd.h"
 
 namespace mb::cpu {
@@ -46,6 +47,13 @@ double rate(double (*loop)(int64_t), int macs, double seconds) {
   const double t = loop(steps);
   return double(steps) * 12 * macs / t / 1e9;
 }
+
+// The AMX tile product (backend/cpu/bf16_gemm_amx.cpp): four independent TDPBF16PS per step, 8192 each.
+double amx_rate(double seconds) {
+  int64_t steps = 1 << 10;
+  while (amx_bf16_probe_seconds(steps) < seconds / 4) steps *= 2;
+  return double(steps) * 4 * 8192 / amx_bf16_probe_seconds(steps) / 1e9;
+}
 #endif
 
 }  // namespace
@@ -60,6 +68,7 @@ std::vector<IsaRate> measure_isa_rates(double seconds) {
   out.push_back({"vdpbf16ps zmm (bf16 pairs)", avx512 && __builtin_cpu_supports("avx512bf16") ? rate(dpbf16, 32, seconds) : 0.0});
   out.push_back({"vpdpwssd zmm (int16 pairs)", avx512 ? rate(dpwssd, 32, seconds) : 0.0});
   out.push_back({"vpdpbusd zmm (int8 quads)", avx512 ? rate(dpbusd, 64, seconds) : 0.0});
+  out.push_back({"tdpbf16ps (AMX bf16 tiles)", amx_bf16_supported() ? amx_rate(seconds) : 0.0});
 #else
   (void)seconds;
 #endif
