@@ -1,4 +1,5 @@
-// Prefill GEMM with bf16 weights as bf16 products (AVX512_BF16; AMX tiles where granted: bf16_gemm_amx.cpp): Y[m, n] = Σ_k bf16(x[m, k]) · w[n, k] (+ bias[n]).
+// Prefill GEMM with bf16 weights as bf16 products (AVX512_BF16; AMX tiles where granted: bf16_gemm_amx.cpp):
+// Y[m, n] = Σ_k bf16(x[m, k]) · w[n, k] (+ bias[n]).
 //
 // x is rounded to bf16 (nearest-even) once; the weights are bf16 already. vdpbf16ps multiplies two bf16
 // pairs per f32 lane (each product exact in f32) and adds them into the f32 accumulator, 32 multiply-adds
@@ -24,8 +25,6 @@ namespace {
 
 constexpr int kMR = 12, kNR = kBf16PanelRows;  // rows of x, weight rows (columns of Y) per tile
 constexpr int64_t kKC = kBf16SliceK;            // k per slice (256 pairs): a 32 KB weight panel
-constexpr int64_t kNC = 192;       // weight rows per task (6 panels)
-constexpr int64_t kMC = 576;       // x rows per task (48 slivers)
 
 // x rounded and packed once: per k slice, slivers of kMR rows holding each k pair as one int32
 // (bf16(x[k]) | bf16(x[k + 1]) << 16) for rows 0..11 in turn. Slice k0 starts at (k0 / 2) · padded_m.
@@ -78,6 +77,18 @@ MB_BF16_TARGET void tile_bf16(int64_t pairs, const int32_t* ap, const int32_t* b
 #pragma GCC unroll 24
   for (int t = 0; t < 2 * kMR; ++t) _mm512_storeu_ps(c + (t / 2) * ldc + (t % 2) * 16, acc[t]);
 }
+
+// 12 × 32 tiles over the shared panel loop: the sliver of `row` holds the slice's pairs of its 12 rows.
+struct SliverTiles {
+  static constexpr int64_t kRows = kMR;
+  const PackedX& px;
+  int64_t padded_k(int64_t kc) const { return kc; }
+  void tile(int64_t k0, int64_t kc, int64_t row, const int32_t* panel, float* c, int64_t ldc, bool accumulate) const {
+    tile_bf16(kc / 2, px.sliver(k0, kc, row), panel, c, ldc, accumulate);
+  }
+  void begin_thread() const {}
+  void end_thread() const {}
+};
 
 }  // namespace
 
@@ -198,48 +209,7 @@ bool gemm_bf16_products(int64_t M, int64_t N, int64_t K, const float* X, const b
       pack_x_sliver(X, M, K, s, k0, kc, const_cast<int32_t*>(px.sliver(k0, kc, s * kMR)));
     }
   });
-  const int64_t mb = (M + kMC - 1) / kMC, nb = (N + kNC - 1) / kNC;
-  parallel_for(mb * nb, 1, [&](int64_t t0, int64_t t1) {
-    // This thread's panels of one k slice (kNC / kNR of kKC / 2 × kNR pairs), reused across calls.
-    thread_local std::vector<int32_t> panel_store(size_t(kNC / kNR * kKC / 2 * kNR + 16));
-    int32_t* const panels0 =
-        reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(panel_store.data()) + 63) & ~uintptr_t(63));
-    auto panel = [&](int64_t p) { return panels0 + p * (kKC / 2 * kNR); };
-    alignas(64) float edge[kMR * kNR];  // a partial tile's C
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t m0 = (t / nb) * kMC, n0 = (t % nb) * kNC;
-      const int64_t mc = std::min(kMC, M - m0), nc = std::min(kNC, N - n0);
-      const int64_t tiles_m = (mc + kMR - 1) / kMR, npanels = (nc + kNR - 1) / kNR;
-      for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-        const int64_t kc = std::min(kKC, K - k0);
-        const bool accumulate = k0 > 0;
-        for (int64_t p = 0; p < npanels; ++p)
-          pack_bf16_panel(W, K, n0 + p * kNR, int(std::min<int64_t>(kNR, nc - p * kNR)), k0, kc, panel(p));
-        const int32_t* xs = px.sliver(k0, kc, m0);
-        // Panel outer, sliver inner: a weight panel (32 KB) stays in L1 while every x sliver passes it.
-        for (int64_t p = 0; p < npanels; ++p) {
-          const int64_t col = n0 + p * kNR;
-          const int nr = int(std::min<int64_t>(kNR, n0 + nc - col));
-          for (int64_t s = 0; s < tiles_m; ++s) {
-            const int mr = int(std::min<int64_t>(kMR, mc - s * kMR));
-            float* c = Y + (m0 + s * kMR) * N + col;
-            const int32_t* a = xs + s * (kc / 2) * kMR;
-            if (nr == kNR && mr == kMR) {
-              tile_bf16(kc / 2, a, panel(p), c, N, accumulate);
-            } else {  // a partial tile: computed full-size in `edge`, the valid part copied
-              for (int r = 0; r < kMR; ++r)
-                for (int j = 0; j < kNR; ++j) edge[r * kNR + j] = accumulate && r < mr && j < nr ? c[r * N + j] : 0.f;
-              tile_bf16(kc / 2, a, panel(p), edge, kNR, accumulate);
-              for (int r = 0; r < mr; ++r) std::copy(edge + r * kNR, edge + r * kNR + nr, c + r * N);
-            }
-          }
-        }
-      }
-      if (bias)
-        for (int64_t i = 0; i < mc; ++i)
-          for (int64_t j = 0; j < nc; ++j) Y[(m0 + i) * N + n0 + j] += bias[n0 + j];
-    }
-  });
+  run_panel_gemm(SliverTiles{px}, M, N, K, W, bias, Y);
   return true;
 }
 

@@ -37,8 +37,6 @@ constexpr int64_t kTileRows = 16;           // rows of every tile; each row 64 b
 constexpr int64_t kTileK = 32;              // k per x tile (16 pairs per weight tile)
 constexpr int64_t kBlock = 32;              // rows and columns of Y per block (2 × 2 tiles)
 constexpr int64_t kKC = kBf16SliceK;        // k per slice
-constexpr int64_t kNC = 6 * kBf16PanelRows;  // weight rows per task: 6 panels (192 KB per slice)
-constexpr int64_t kMC = 18 * kBlock;        // x rows per task
 
 // x rounded and packed once: per k slice (padded to whole tiles, kcp), groups of 16 rows, each a run of
 // 16 × 32 bf16 tiles (1 KB, row stride 64 bytes) along k. Rows past M and k past K are zero.
@@ -133,6 +131,20 @@ bool amx_granted() {
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
+// 32 × 32 blocks over the shared panel loop: the block of `row` is row groups row / 16 and row / 16 + 1.
+struct AmxBlocks {
+  static constexpr int64_t kRows = kBlock;
+  const PackedTiles& px;
+  int64_t padded_k(int64_t kc) const { return round_up(kc, kTileK); }
+  MB_AMX_TARGET void tile(int64_t k0, int64_t kcp, int64_t row, const int32_t* panel, float* c, int64_t ldc,
+                          bool accumulate) const {
+    block_32x32(px.group(k0, kcp, row / kTileRows), px.group(k0, kcp, row / kTileRows + 1), panel, kcp, c, ldc,
+                accumulate);
+  }
+  void begin_thread() const { configure_tiles(); }
+  void end_thread() const { release_tiles(); }
+};
+
 RuntimeSwitch g_amx{"MARKBASE_AMX"};
 
 }  // namespace
@@ -184,56 +196,7 @@ bool gemm_bf16_amx(int64_t M, int64_t N, int64_t K, const float* X, const bf16_t
       pack_x_group(X, M, K, g, k0, kc, const_cast<uint16_t*>(px.group(k0, round_up(kc, kTileK), g)));
     }
   });
-  const int64_t mb = (M + kMC - 1) / kMC, nb = (N + kNC - 1) / kNC;
-  parallel_for(mb * nb, 1, [&](int64_t t0, int64_t t1) {
-    // This thread's panels of one k slice, reused across calls; k pairs past the slice stay zero.
-    constexpr int64_t kPanelInts = kKC / 2 * kBf16PanelRows;
-    thread_local std::vector<int32_t> panel_store(size_t(kNC / kBf16PanelRows * kPanelInts + 16));
-    int32_t* const panels0 =
-        reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(panel_store.data()) + 63) & ~uintptr_t(63));
-    alignas(64) float edge[kBlock * kBlock];  // a partial block's Y
-    configure_tiles();
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t m0 = (t / nb) * kMC, n0 = (t % nb) * kNC;
-      const int64_t mc = std::min(kMC, M - m0), nc = std::min(kNC, N - n0);
-      const int64_t blocks_m = (mc + kBlock - 1) / kBlock, npanels = (nc + kBf16PanelRows - 1) / kBf16PanelRows;
-      for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-        const int64_t kc = std::min(kKC, K - k0), kcp = round_up(kc, kTileK);
-        const bool accumulate = k0 > 0;
-        for (int64_t p = 0; p < npanels; ++p) {
-          int32_t* panel = panels0 + p * kPanelInts;
-          pack_bf16_panel(W, K, n0 + p * kBf16PanelRows, int(std::min<int64_t>(kBf16PanelRows, nc - p * kBf16PanelRows)),
-                          k0, kc, panel);
-          std::fill(panel + kc / 2 * kBf16PanelRows, panel + kcp / 2 * kBf16PanelRows, 0);
-        }
-        // Panel outer, block inner: a weight panel (32 KB) stays in L1 while every x block passes it.
-        for (int64_t p = 0; p < npanels; ++p) {
-          const int64_t col = n0 + p * kBf16PanelRows;
-          const int nr = int(std::min<int64_t>(kBf16PanelRows, n0 + nc - col));
-          for (int64_t s = 0; s < blocks_m; ++s) {
-            const int64_t row = m0 + s * kBlock;
-            const int mr = int(std::min<int64_t>(kBlock, m0 + mc - row));
-            const uint16_t* xa = px.group(k0, kcp, row / kTileRows);
-            const uint16_t* xb = px.group(k0, kcp, row / kTileRows + 1);
-            float* c = Y + row * N + col;
-            if (nr == kBlock && mr == kBlock) {
-              block_32x32(xa, xb, panels0 + p * kPanelInts, kcp, c, N, accumulate);
-            } else {  // a partial block: computed full-size in `edge`, the valid part copied
-              for (int r = 0; r < kBlock; ++r)
-                for (int j = 0; j < kBlock; ++j)
-                  edge[r * kBlock + j] = accumulate && r < mr && j < nr ? c[r * N + j] : 0.f;
-              block_32x32(xa, xb, panels0 + p * kPanelInts, kcp, edge, kBlock, accumulate);
-              for (int r = 0; r < mr; ++r) std::copy(edge + r * kBlock, edge + r * kBlock + nr, c + r * N);
-            }
-          }
-        }
-      }
-      if (bias)
-        for (int64_t i = 0; i < mc; ++i)
-          for (int64_t j = 0; j < nc; ++j) Y[(m0 + i) * N + n0 + j] += bias[n0 + j];
-    }
-    release_tiles();
-  });
+  run_panel_gemm(AmxBlocks{px}, M, N, K, W, bias, Y);
   return true;
 }
 
