@@ -46,10 +46,7 @@ MB_BF16_TARGET void pack_x_sliver(const float* X, int64_t M, int64_t K, int64_t 
       for (int64_t kp = 0; kp < kc / 2; ++kp) dst[kp * kMR + i] = 0;
       continue;
     }
-    const float* x = X + m * K + k0;
-    int64_t k = 0;
-    for (; k + 16 <= kc; k += 16) _mm256_store_si256(reinterpret_cast<__m256i*>(row + k), round16(x + k));
-    for (; k < kc; ++k) row[k] = f32_to_bf16(x[k]);
+    round_row_bf16(X + m * K + k0, kc, kc, row);
     const uint32_t* pairs = reinterpret_cast<const uint32_t*>(row);
     for (int64_t kp = 0; kp < kc / 2; ++kp) dst[kp * kMR + i] = int32_t(pairs[kp]);
   }
@@ -153,14 +150,6 @@ MB_BF16_TARGET void gemv_rows(const uint16_t* xb, int64_t ldx, const bf16_t* W, 
   }
 }
 
-// x row rounded to bf16 (as pack_x_sliver), zero-padded from K to ldx.
-MB_BF16_TARGET void round_row(const float* x, int64_t K, int64_t ldx, uint16_t* dst) {
-  int64_t k = 0;
-  for (; k + 16 <= K; k += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k), round16(x + k));
-  for (; k < K; ++k) dst[k] = f32_to_bf16(x[k]);
-  for (; k < ldx; ++k) dst[k] = 0;
-}
-
 using GemvRowsFn = void (*)(const uint16_t*, int64_t, const bf16_t*, int64_t, int64_t, float*);
 constexpr GemvRowsFn kGemvRows[9] = {nullptr, gemv_rows<1, 4>, gemv_rows<2, 2>, gemv_rows<3, 2>, gemv_rows<4, 1>,
                                      gemv_rows<5, 1>, gemv_rows<6, 1>, gemv_rows<7, 1>, gemv_rows<8, 1>};
@@ -176,7 +165,7 @@ bool gemv_bf16_products(int64_t M, int64_t N, int64_t K, const float* X, const b
   thread_local std::vector<uint16_t> xb_store;
   if (xb_store.size() < size_t(M * ldx)) xb_store.resize(size_t(M * ldx));
   uint16_t* const xb = xb_store.data();
-  for (int64_t m = 0; m < M; ++m) round_row(X + m * K, K, ldx, xb + m * ldx);
+  for (int64_t m = 0; m < M; ++m) round_row_bf16(X + m * K, K, ldx, xb + m * ldx);
   const int64_t block_rows = std::clamp<int64_t>(kGemvBlockBytes / (2 * K), 1, kGemvMaxBlockRows);
   const int64_t nblocks = (N + block_rows - 1) / block_rows;
   const int64_t threads = std::min<int64_t>(ThreadPool::global().num_threads(), nblocks);

@@ -58,13 +58,7 @@ MB_BF16_TARGET void pack_x_group(const float* X, int64_t M, int64_t K, int64_t g
   alignas(64) uint16_t row[kKC];
   for (int64_t i = 0; i < kTileRows; ++i) {
     const int64_t m = g * kTileRows + i;
-    int64_t k = 0;
-    if (m < M) {
-      const float* x = X + m * K + k0;
-      for (; k + 16 <= kc; k += 16) _mm256_store_si256(reinterpret_cast<__m256i*>(row + k), round16(x + k));
-      for (; k < kc; ++k) row[k] = f32_to_bf16(x[k]);
-    }
-    for (; k < kcp; ++k) row[k] = 0;
+    round_row_bf16(m < M ? X + m * K + k0 : X, m < M ? kc : 0, kcp, row);  // rows past M: zeros
     for (int64_t t = 0; t < kcp / kTileK; ++t)
       std::memcpy(dst + t * kTileRows * kTileK + i * kTileK, row + t * kTileK, kTileK * sizeof(uint16_t));
   }

@@ -20,6 +20,14 @@ constexpr int kBf16PanelRows = 32;    // weight rows (columns of Y) per panel
 // 16 floats rounded to bf16 (nearest-even, as torch's .to(bfloat16)).
 MB_BF16_TARGET inline __m256i round16(const float* x) { return (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x)); }
 
+// x row [K] rounded to bf16 (nearest-even), zero-padded from K to ldx.
+MB_BF16_TARGET inline void round_row_bf16(const float* x, int64_t K, int64_t ldx, uint16_t* dst) {
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k), round16(x + k));
+  for (; k < K; ++k) dst[k] = f32_to_bf16(x[k]);
+  for (; k < ldx; ++k) dst[k] = 0;
+}
+
 // kBf16PanelRows weight rows [n0, n0 + rows) (zero rows past it) of k slice [k0, k0 + kc), kc <= kBf16SliceK,
 // as panel[kp · 32 + j] = the pair (w[n0 + j, k0 + 2kp], w[n0 + j, k0 + 2kp + 1]): each row's bf16 pairs are
 // 32-bit words, so the f32 panel transposer moves them unchanged.
