@@ -35,8 +35,8 @@ How:
     prefill = minimum FLOPs (bench/_roofline.py: the trailing KV-sharing layers for the last row only) /
     best f32 GEMM GFLOP/s (markbase or OpenBLAS), for the bf16 width the best bf16 GEMM GFLOP/s (markbase's
     bf16 products, torch's bf16 matmul, or the f32 peak, whichever is highest); the header also gives the
-    FLOPs of running every row through every layer, which is what llama.cpp 0.3.36 does (transformers 5.23 slices to logits_to_keep
-    at the first KV-sharing layer, as markbase does).
+    FLOPs of running every row through every layer, which is what llama.cpp 0.3.36 does (transformers 5.23
+    slices to logits_to_keep at the first KV-sharing layer, as markbase does).
 How long: a full run (4 rounds × 3 reps, 7 cells) took 52 minutes on the 2-core machine, mostly quiet
 (~13 minutes a round, a third of it transformers bf16); --quick (1 round, 1 rep) 6 to 15 minutes,
 depending on how busy the machine is. The first run adds the downloads, build and conversion below.
