@@ -6,7 +6,9 @@ groups of 64, bf16 scales) is reported the same way for each activation rounding
 (README: precision policy): "f32", "x16" (precision="auto") and, for 4-bit weights, "x8" (precision="fast"). Every call reads a different copy of
 the weights, cycling through ≥ 256 MB in total, so they come from main memory as in a real forward pass
 (which streams gigabytes per token), not from the 32 MB L3. Prefill (M = 128) is compute-bound and is
-reported as GFLOP/s as well.
+reported as GFLOP/s as well, with f32 products and with bf16 products (precision="auto": vdpbf16ps, or AMX
+tiles where granted) where this CPU takes them, each as a fraction of the GEMM peak measured in the same run
+(bench/yardstick.py: f32, or bf16 for bf16 products).
 """
 
 import itertools
@@ -32,12 +34,12 @@ def bf16_weight_copies(K, N, total_bytes):
     return [mb.Tensor(bits.copy(), dtype="bf16") for _ in range(count)]
 
 
-def run(benchmark, memory_bandwidth, summary, M, K, N, label):
+def run(benchmark, memory_bandwidth, summary, M, K, N, label, bf16_products=False, peak=None):
     weights = bf16_weight_copies(K, N, COLD_BYTES)
     x = mb.Tensor(np.random.default_rng(1).standard_normal((M, K), dtype=np.float32), dtype="bf16")
     out = mb.Tensor.empty([M, N], "bf16")
     cycle = itertools.cycle(weights)
-    benchmark(lambda: ops.linear(x, next(cycle), out=out))
+    benchmark(lambda: ops.linear(x, next(cycle), out=out, bf16_products=bf16_products))
     seconds = benchmark.stats.stats.median
     weight_gbs = N * K * 2 / seconds / 1e9
     gflops = 2 * M * N * K / seconds / 1e9
@@ -45,8 +47,12 @@ def run(benchmark, memory_bandwidth, summary, M, K, N, label):
     benchmark.extra_info.update({"M": M, "K": K, "N": N, "weight_GB_per_s": round(weight_gbs, 2),
                                  "GFLOP_per_s": round(gflops, 2), "memory_GB_per_s": round(memory_bandwidth["read_pool"], 2),
                                  "roofline_fraction": round(roofline, 3), "threads": mb._core.num_threads()})
+    of_peak = f" = {gflops / peak:.2f} of the GEMM peak ({peak:.0f})" if peak else ""
+    if peak:
+        benchmark.extra_info.update({"gemm_peak_GFLOP_per_s": round(peak, 1), "peak_fraction": round(gflops / peak, 3)})
     summary.append(f"linear {label} M={M} K={K} N={N} bf16: {seconds * 1e3:.3f} ms, weights {weight_gbs:.1f} GB/s "
-                   f"= {roofline:.2f} of measured bandwidth, {gflops:.1f} GFLOP/s ({mb._core.num_threads()} threads)")
+                   f"= {roofline:.2f} of measured bandwidth, {gflops:.1f} GFLOP/s{of_peak} "
+                   f"({mb._core.num_threads()} threads)")
 
 
 @pytest.mark.parametrize("K,N", DECODE_SHAPES)
@@ -54,9 +60,17 @@ def test_decode_gemv(benchmark, memory_bandwidth, summary, K, N):
     run(benchmark, memory_bandwidth, summary, 1, K, N, "decode")
 
 
+# f32 products, and bf16 products where this CPU takes them (ops._gemm_bf16_products(): AMD, or AMX).
+PREFILL_PRODUCTS = ["f32"] + (["bf16"] if ops._gemm_bf16_products() else [])
+
+
+@pytest.mark.parametrize("products", PREFILL_PRODUCTS)
 @pytest.mark.parametrize("K,N", PREFILL_SHAPES)
-def test_prefill_gemm(benchmark, memory_bandwidth, summary, K, N):
-    run(benchmark, memory_bandwidth, summary, 128, K, N, "prefill")
+def test_prefill_gemm(benchmark, memory_bandwidth, gemm_peak, summary, K, N, products):
+    bf16 = products == "bf16"
+    kernel = "amx" if bf16 and ops._gemm_amx() else "vdpbf16ps" if bf16 else "f32"
+    run(benchmark, memory_bandwidth, summary, 128, K, N, f"prefill ({kernel} products)", bf16_products=bf16,
+        peak=gemm_peak["bf16_best" if bf16 else "best"])
 
 
 # (bits, activation rounding): 8-bit weights keep x16 under precision="fast".

@@ -48,6 +48,21 @@ def memory_bandwidth():
 
 
 @pytest.fixture(scope="session")
+def gemm_peak():
+    """The machine's GEMM peaks measured now (bench/yardstick.py gemm_peak: 512 × 2048 × 2048, markbase's pool's
+    thread count): "best" (f32: markbase or OpenBLAS) and "bf16_best" (markbase's bf16 products, torch's bf16
+    matmul or the f32 peak), GFLOP/s."""
+    import markbase
+    from yardstick import gemm_peak as measure
+
+    result = measure(threads=markbase._core.num_threads())
+    _SUMMARY.append(f"GEMM peak (512x2048x2048, {result['threads']} threads): f32 {result['best']:.0f} GFLOP/s "
+                    f"(markbase {result['markbase']:.0f}, OpenBLAS {result['numpy']:.0f}); bf16 {result['bf16_best']:.0f} "
+                    f"(markbase bf16 products {result['markbase_bf16']:.0f}, torch {result['torch_bf16']:.0f})")
+    return result
+
+
+@pytest.fixture(scope="session")
 def summary():
     """Benchmarks append one-line results here; they are printed at the end of the run."""
     return _SUMMARY
