@@ -19,8 +19,8 @@ import pytest
 import markbase as mb
 from markbase._core import ops
 from parity import rng
-from references.attention import (block_case, check, make_cache, mask_np, parity_grid, qkv, query_positions,
-                                  run_both)
+from references.attention import (ATOL, RTOL, block_case, check, make_cache, mask_np, parity_grid, qkv,
+                                  query_positions, run_both)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -147,6 +147,90 @@ def test_portable_inner_loops():
     res = subprocess.run([sys.executable, "-c", PORTABLE_CHECK, here], env=env, capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stdout + res.stderr
+
+
+# ---------------------------------------------------------------------------------------------------
+# prefill chunks: from 32 queries on, the CPU runs masked problems as two GEMMs per (kv head, block of
+# queries) over the keys the block sees (backend/cpu/attention_gemm.cpp)
+
+PREFILL_CASES = [  # d, (Hq, Hkv), T, cached keys before the chunk, mask, layout
+    (256, (8, 1), 256, 256, dict(causal=True, window=512), "linear"),  # E2B's second 256-row chunk
+    (512, (8, 1), 100, 0, dict(causal=True), "ring"),
+    (64, (8, 2), 200, 37, dict(causal=True, window=61), "ring"),
+    (72, (4, 4), 33, 300, dict(causal=True, softcap=1.5, scale=0.37), "headmajor"),
+    (128, (6, 2), 96, 5, dict(causal=False, window=20), "headmajor"),
+    (13, (7, 1), 40, 9, dict(causal=True, window=7), "linear"),
+]
+
+
+@pytest.mark.parametrize("d,heads,T,cached,mask,layout", PREFILL_CASES)
+def test_prefill_chunk_parity(d, heads, T, cached, mask, layout, device):
+    """A chunk of T queries at positions cached..cached+T−1 over the cache holding every earlier key and
+    its own (in ring / head-major layouts: permuted slots, NaN-filled empty slots)."""
+    Hq, Hkv = heads
+    S = cached + T
+    r = rng(d + T + cached)
+    q, k, v = qkv(r, T, Hq, S, Hkv, d)
+    k_arg, v_arg, k_pos, k_np, v_np = make_cache(r, k, v, layout)
+    q_pos = query_positions(T, S)
+    fast, ref = run_both(device, (q, k_arg, v_arg, q_pos, k_pos), (T, Hq, d), **mask)
+    want = attention_np(q, k_np, v_np, q_pos, k_pos, **mask)
+    check(fast, ref, v, f"prefill d={d} heads={heads} T={T} cached={cached} {mask} {layout}", device, want=want)
+
+
+def test_prefill_chunk_rows_without_keys(device):
+    """40 queries, the first 10 placed before every key (causal: they see nothing → zero rows), a window
+    of 6 leaving the rest a few keys each; the keys of a block are then not consecutive slots."""
+    d, Hq, Hkv, T, S = 64, 4, 2, 40, 50
+    r = rng(40)
+    q, k, v = qkv(r, T, Hq, S, Hkv, d)
+    k_pos = (np.arange(S) * 2 + 20).astype(np.int32)  # positions 20, 22, ...
+    q_pos = np.concatenate([np.arange(10), np.arange(30) * 3 + 21]).astype(np.int32)
+    fast, ref = run_both(device, (q, k, v, q_pos, k_pos), (T, Hq, d), window=6)
+    np.testing.assert_array_equal(fast[:10], 0.0)
+    want = attention_np(q, k, v, q_pos, k_pos, window=6)
+    check(fast, ref, v, "prefill rows without keys", device, want=want)
+
+
+@pytest.mark.parametrize("bad", ["future_v", "future_k", "seen_k", "q_inf"])
+def test_prefill_chunk_non_finite(bad, device):
+    """Non-finite values in a 64-query causal chunk give NaN exactly where the reference does: a NaN or inf
+    in the value (key) row of position 40 reaches the rows of queries 40.. only (a GEMM over the block's
+    keys would give the earlier rows of its block 0·NaN), a NaN key seen by every query every row, an
+    infinite query entry its own row (e^(inf − inf))."""
+    d, Hq, Hkv, T = 64, 4, 1, 64
+    r = rng(64)
+    q, k, v = qkv(r, T, Hq, T, Hkv, d)
+    pos = np.arange(T, dtype=np.int32)
+    if bad == "future_v":
+        v[40, 0, 3] = np.inf
+    elif bad == "future_k":
+        k[40, 0, 5] = np.nan
+    elif bad == "seen_k":
+        k[0, 0, 5] = np.nan
+    else:
+        q[7, 2, 1] = np.inf
+    fast, ref = run_both(device, (q, k, v, pos, pos), (T, Hq, d))
+    bad_ref, bad_fast = ~np.isfinite(ref), ~np.isfinite(fast)
+    assert bad_ref.any(), "the case must poison some rows"
+    np.testing.assert_array_equal(bad_fast, bad_ref, err_msg=f"{bad}: non-finite pattern differs from reference")
+    ok = ~bad_ref
+    np.testing.assert_allclose(fast[ok], ref[ok], rtol=RTOL, atol=ATOL * np.abs(v[np.isfinite(v)]).max())
+
+
+def test_prefill_chunk_blocks(device):
+    """A 48-token prefill with two image blocks (bidirectional inside each) under both block rules."""
+    d, Hq, Hkv, T = 64, 8, 2, 48
+    pos = np.arange(T, dtype=np.int32)
+    blocks = np.full(T, -1, np.int32)
+    blocks[5:21], blocks[30:44] = 0, 1
+    r = rng(48)
+    q, k, v = qkv(r, T, Hq, T, Hkv, d)
+    for rule in (False, True):
+        kw = dict(q_block=blocks, k_block=blocks, window=9, block_overrides_window=rule)
+        fast, ref = run_both(device, (q, k, v, pos, pos), q.shape, **kw)
+        want = attention_np(q, k, v, pos, pos, blocks, blocks, window=9, block_overrides_window=rule)
+        check(fast, ref, v, f"prefill blocks unified={rule}", device, want=want)
 
 
 # ---------------------------------------------------------------------------------------------------

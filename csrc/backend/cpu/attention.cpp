@@ -20,34 +20,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Raw pointers and strides of the validated inputs (k / v: any outer strides, unit last stride).
-struct AttentionView {
-  int64_t T, Hq, d, S, Hkv, group;  // group = Hq / Hkv query heads per kv head
-  const float* q;                    // [T, Hq, d] contiguous
-  const float* k;                    // k[s, h, :] at k + s·ks0 + h·ks1
-  const float* v;
-  int64_t ks0, ks1, vs0, vs1;
-  const int32_t* q_pos;
-  const int32_t* k_pos;
-  const int32_t* q_block;  // null when no blocks were given
-  const int32_t* k_block;
-  float* out;              // [T, Hq, d] contiguous
-
-  AttentionView(const Tensor& qt, const Tensor& kt, const Tensor& vt, const Tensor& qp, const Tensor& kp,
-                const Tensor* qb, const Tensor* kb, Tensor& o)
-      : T(qt.size(0)), Hq(qt.size(1)), d(qt.size(2)), S(kt.size(0)), Hkv(kt.size(1)), group(Hq / Hkv),
-        q(qt.data_as<const float>()), k(kt.data_as<const float>()), v(vt.data_as<const float>()),
-        ks0(kt.stride(0)), ks1(kt.stride(1)), vs0(vt.stride(0)), vs1(vt.stride(1)),
-        q_pos(qp.data_as<const int32_t>()), k_pos(kp.data_as<const int32_t>()),
-        q_block(qb ? qb->data_as<const int32_t>() : nullptr), k_block(kb ? kb->data_as<const int32_t>() : nullptr),
-        out(o.data_as<float>()) {}
-
-  const float* k_row(int64_t s, int64_t h) const { return k + s * ks0 + h * ks1; }
-  const float* v_row(int64_t s, int64_t h) const { return v + s * vs0 + h * vs1; }
-  int32_t qb(int64_t t) const { return q_block ? q_block[t] : -1; }
-  int32_t kb(int64_t s) const { return k_block ? k_block[s] : -1; }
-};
-
 }  // namespace
 
 void attention_ref(const Tensor& qt, const Tensor& kt, const Tensor& vt, const Tensor& qpt, const Tensor& kpt,
@@ -265,6 +237,7 @@ void attention_fast(const Tensor& qt, const Tensor& kt, const Tensor& vt, const 
   const AttentionView a(qt, kt, vt, qpt, kpt, qbt, kbt, ot);
   if (a.T == 0) return;
   const AttentionMask mask(p);
+  if (attention_masked_gemm(a, mask, p)) return;  // a prefill chunk: GEMMs over the keys each block sees
   const FastPlan plan(a, ThreadPool::global().num_threads());
 
   // Split partials live in the calling thread's buffer, reused across calls (decode allocates once).

@@ -15,7 +15,11 @@
 
 namespace mb::cpu {
 
+using ops::AttentionParams;
+
 namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 constexpr int64_t kMinQueries = 32;            // below this the flash kernel is as fast
 constexpr int64_t kLogitBytes = int64_t(32) << 20;  // logits of one query block: at most 32 MB
@@ -24,7 +28,7 @@ constexpr int64_t kLogitBytes = int64_t(32) << 20;  // logits of one query block
 void softmax_row_portable(float* x, int64_t n) {
   float m = x[0];
   for (int64_t i = 0; i < n; ++i) m = nan_max(m, x[i]);
-  if (m != m) {
+  if (m != m || std::isinf(m)) {  // as the reference: e^(±inf − ±inf) is NaN
     std::fill(x, x + n, std::numeric_limits<float>::quiet_NaN());
     return;
   }
@@ -49,7 +53,7 @@ MB_NORM_AVX2 void softmax_row_avx2(float* x, int64_t n) {
     nan = nan || x[i] != x[i];
     m = std::max(m, x[i]);
   }
-  if (nan) {
+  if (nan || std::isinf(m)) {  // as the reference: e^(±inf − ±inf) is NaN
     std::fill(x, x + n, std::numeric_limits<float>::quiet_NaN());
     return;
   }
@@ -128,6 +132,131 @@ void attention_gemm(const Tensor& qt, const Tensor& kt, const Tensor& vt, Tensor
       gemm_prepacked(n, d, S, logits, S, kp + k_size, nullptr, out + (t0 * Hq + h) * d, Hq * d, /*parallel=*/false);
     }
   });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The masked path (causal / sliding-window / block-masked prefill). Work item: kv head kvh × queries [t0, t1)
+// (its rows r = (t − t0)·G + g, every query head g of the group). The keys any of its queries may see are
+// collected in slot order; logits [rows, n] = Q·Kᵀ over them, the entries a row may not see set to −inf,
+// the exact softmax of each row (max over its allowed keys, as the reference), out = P·V. A row's masked
+// keys enter P·V with weight exactly 0, which is why every present value row must be finite.
+
+namespace {
+
+constexpr int64_t kMaskedRows = 192;               // rows per item: 16 tiles of the 12-row micro-kernel
+constexpr int64_t kMaskedLogits = int64_t(1) << 20;  // logits of one item: at most 4 MB
+
+// Per-thread scratch, grown on first use and reused.
+struct MaskedScratch {
+  std::vector<int32_t> keys;  // [n] slots any query of the item may see
+  std::vector<char> allowed;  // [queries, n] whether query t may see key j
+  std::vector<float> q, k, v;  // gathered rows (only when not readable in place)
+  std::vector<float> logits;  // [rows, n] logits, then weights
+  std::vector<float> out;     // [rows, d] (only when the item's output rows are not contiguous)
+};
+
+template <class T>
+T* grown(std::vector<T>& v, int64_t n) {
+  if (int64_t(v.size()) < n) v.resize(size_t(n));
+  return v.data();
+}
+
+// True when every value row of every present slot (k_pos >= 0) is finite (exponent bits not all ones).
+bool present_values_finite(const AttentionView& a) {
+  uint32_t bad = 0;
+  for (int64_t s = 0; s < a.S; ++s) {
+    if (a.k_pos[s] < 0) continue;
+    for (int64_t h = 0; h < a.Hkv; ++h) {
+      const uint32_t* bits = reinterpret_cast<const uint32_t*>(a.v_row(s, h));
+      for (int64_t i = 0; i < a.d; ++i) bad |= uint32_t((bits[i] & 0x7f800000u) == 0x7f800000u);
+    }
+  }
+  return bad == 0;
+}
+
+void run_masked_item(const AttentionView& a, const AttentionMask& mask, const AttentionParams& p, int64_t t0,
+                     int64_t t1, int64_t kvh, MaskedScratch& sc) {
+  const int64_t G = a.group, d = a.d, nq = t1 - t0, rows = nq * G;
+  // The keys of the item, then which query sees which.
+  sc.keys.clear();
+  for (int64_t s = 0; s < a.S; ++s)
+    for (int64_t t = t0; t < t1; ++t)
+      if (mask.allowed(a.q_pos[t], a.k_pos[s], a.qb(t), a.kb(s))) {
+        sc.keys.push_back(int32_t(s));
+        break;
+      }
+  const int64_t n = int64_t(sc.keys.size());
+  const bool contiguous_out = a.Hkv == 1;  // rows (t, g) of one kv head follow each other in q and out
+  float* o = contiguous_out ? a.out + t0 * a.Hq * d : grown(sc.out, rows * d);
+  if (n == 0) {  // no query of the block sees any key: zeros
+    std::fill(o, o + rows * d, 0.f);
+  } else {
+    char* allowed = grown(sc.allowed, nq * n);
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t j = 0; j < n; ++j)
+        allowed[(t - t0) * n + j] = mask.allowed(a.q_pos[t], a.k_pos[sc.keys[j]], a.qb(t), a.kb(sc.keys[j]));
+    // K and V rows of the keys: in place when they are consecutive slots, else gathered.
+    GemmB kb{a.k_row(sc.keys[0], kvh), DType::F32, a.ks0, 1}, vb{a.v_row(sc.keys[0], kvh), DType::F32, 1, a.vs0};
+    if (sc.keys.back() - sc.keys.front() != n - 1) {
+      float* kg = grown(sc.k, n * d);
+      float* vg = grown(sc.v, n * d);
+      for (int64_t j = 0; j < n; ++j) {
+        std::copy(a.k_row(sc.keys[j], kvh), a.k_row(sc.keys[j], kvh) + d, kg + j * d);
+        std::copy(a.v_row(sc.keys[j], kvh), a.v_row(sc.keys[j], kvh) + d, vg + j * d);
+      }
+      kb = GemmB{kg, DType::F32, d, 1};
+      vb = GemmB{vg, DType::F32, 1, d};
+    }
+    const float* q = a.q + (t0 * a.Hq + kvh * G) * d;
+    if (!contiguous_out) {
+      float* qg = grown(sc.q, rows * d);
+      for (int64_t t = t0; t < t1; ++t)
+        std::copy(a.q + (t * a.Hq + kvh * G) * d, a.q + (t * a.Hq + kvh * G + G) * d, qg + (t - t0) * G * d);
+      q = qg;
+    }
+    // logits[r, j] = q_r · k_j
+    float* logits = grown(sc.logits, rows * n);
+    gemm(rows, n, d, q, d, kb, nullptr, logits, n, /*parallel=*/false);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = logits + r * n;
+      const char* seen = allowed + (r / G) * n;
+      bool any = false;
+      for (int64_t j = 0; j < n; ++j) {
+        any = any || seen[j];
+        row[j] = seen[j] ? row[j] : kNegInf;
+      }
+      if (!any) {  // this query sees no key: zero weights, a zero row
+        std::fill(row, row + n, 0.f);
+        continue;
+      }
+      if (p.scale != 1.f || p.softcap > 0.f)
+        for (int64_t j = 0; j < n; ++j)
+          if (seen[j]) row[j] = attention_logit(row[j], p.scale, p.softcap);
+      softmax_row(row, n);  // masked entries: e^(−inf) = 0
+    }
+    // out[r] = Σ_j P[r, j] · v_j
+    gemm(rows, d, n, logits, n, vb, nullptr, o, d, /*parallel=*/false);
+  }
+  if (!contiguous_out)
+    for (int64_t t = t0; t < t1; ++t)
+      std::copy(o + (t - t0) * G * d, o + (t - t0 + 1) * G * d, a.out + (t * a.Hq + kvh * G) * d);
+}
+
+}  // namespace
+
+bool attention_masked_gemm(const AttentionView& a, const AttentionMask& mask, const AttentionParams& p) {
+  if (a.T < kMaskedGemmMinQueries || a.S == 0 || !present_values_finite(a)) return false;
+  // Queries per item: kMaskedRows rows, fewer when the keys are many (the logits stay within kMaskedLogits).
+  const int64_t rows = std::clamp<int64_t>(std::min(kMaskedRows, kMaskedLogits / a.S), a.group, kMaskedRows);
+  const int64_t bq = std::max<int64_t>(1, rows / a.group), blocks = (a.T + bq - 1) / bq;
+  parallel_for(a.Hkv * blocks, 1, [&](int64_t i0, int64_t i1) {
+    thread_local MaskedScratch scratch;
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t kvh = item % a.Hkv, t0 = (item / a.Hkv) * bq;
+      run_masked_item(a, mask, p, t0, std::min(a.T, t0 + bq), kvh, scratch);
+    }
+  });
+  return true;
 }
 
 }  // namespace mb::cpu

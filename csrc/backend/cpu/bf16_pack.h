@@ -14,7 +14,7 @@ namespace mb::cpu {
 
 #define MB_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c")))
 
-constexpr int64_t kBf16SliceK = 512;  // k per slice (256 pairs): a 32-row weight panel is 32 KB
+constexpr int64_t kBf16SliceK = 512;  // the longest k slice (256 pairs): a 32-row weight panel of 32 KB
 constexpr int kBf16PanelRows = 32;    // weight rows (columns of Y) per panel
 
 // 16 floats rounded to bf16 (nearest-even, as torch's .to(bfloat16)).
@@ -42,9 +42,10 @@ inline void pack_bf16_panel(const bf16_t* W, int64_t K, int64_t n0, int rows, in
 
 // Y [M, N] (+ bias) from a bf16-products tile kernel: tasks of kPanelTaskRows x rows × kPanelTaskCols weight rows over
 // the pool; per task and k slice the task's weight panels packed once (pairs from kc to the kernel's padded_k(kc)
-// zero), then panel outer, tile inner, so a 32 KB panel stays in L1 while the task's x tiles pass it; partial
-// tiles computed whole in an edge buffer; the bias added last. Kernel (x already packed by its caller):
-//   kRows: x rows per tile; padded_k(kc): k a slice's tiles run over (kc, or kc rounded up to whole AMX tiles);
+// zero), then panel outer, tile inner, so a panel stays in L1 while the task's x tiles pass it; the task's Y in
+// a buffer (partial tiles computed whole), copied out with the bias. Kernel (x already packed by its caller):
+//   kRows: x rows per tile; kSliceK: k per slice (<= kBf16SliceK); padded_k(kc): k a slice's tiles run over (kc,
+//   or kc rounded up to whole AMX tiles);
 //   tile(k0, kcp, row, panel, c, ldc, accumulate): c [kRows, 32] (row stride ldc) (+)= x rows [row, row + kRows)
 //   of slice k0 · the panel; begin_thread() / end_thread() around each thread's share.
 constexpr int64_t kPanelTaskRows = 576, kPanelTaskCols = 6 * kBf16PanelRows;
@@ -52,7 +53,9 @@ constexpr int64_t kPanelTaskRows = 576, kPanelTaskCols = 6 * kBf16PanelRows;
 template <class Kernel>
 void run_panel_gemm(const Kernel& kernel, int64_t M, int64_t N, int64_t K, const bf16_t* W, const float* bias,
                     float* Y) {
-  constexpr int64_t kRows = Kernel::kRows, kCols = kBf16PanelRows, kPanelInts = kBf16SliceK / 2 * kCols;
+  constexpr int64_t kRows = Kernel::kRows, kSlice = Kernel::kSliceK, kCols = kBf16PanelRows;
+  constexpr int64_t kPanelInts = kSlice / 2 * kCols;
+  static_assert(kSlice <= kBf16SliceK && kSlice % 32 == 0);
   static_assert(kPanelTaskRows % kRows == 0);
   const int64_t mb = (M + kPanelTaskRows - 1) / kPanelTaskRows, nb = (N + kPanelTaskCols - 1) / kPanelTaskCols;
   parallel_for(mb * nb, 1, [&](int64_t t0, int64_t t1) {
@@ -60,42 +63,37 @@ void run_panel_gemm(const Kernel& kernel, int64_t M, int64_t N, int64_t K, const
     thread_local std::vector<int32_t> panel_store(size_t(kPanelTaskCols / kCols * kPanelInts + 16));
     int32_t* const panels0 =
         reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(panel_store.data()) + 63) & ~uintptr_t(63));
-    alignas(64) float edge[kRows * kCols];  // a partial tile's Y
+    // The task's Y block, accumulated over the k slices in a thread-local buffer (row stride kPanelTaskCols):
+    // its tiles span a few pages, where rows of Y itself are N floats apart (a TLB miss per tile row).
+    thread_local std::vector<float> acc_store(size_t(kPanelTaskRows * kPanelTaskCols + 16));
+    float* const acc = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(acc_store.data()) + 63) & ~uintptr_t(63));
     kernel.begin_thread();
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t m0 = (t / nb) * kPanelTaskRows, n0 = (t % nb) * kPanelTaskCols;
       const int64_t mc = std::min(kPanelTaskRows, M - m0), nc = std::min(kPanelTaskCols, N - n0);
       const int64_t tiles_m = (mc + kRows - 1) / kRows, npanels = (nc + kCols - 1) / kCols;
-      for (int64_t k0 = 0; k0 < K; k0 += kBf16SliceK) {
-        const int64_t kc = std::min(kBf16SliceK, K - k0), kcp = kernel.padded_k(kc);
+      for (int64_t k0 = 0; k0 < K; k0 += kSlice) {
+        const int64_t kc = std::min(kSlice, K - k0), kcp = kernel.padded_k(kc);
         const bool accumulate = k0 > 0;
         for (int64_t p = 0; p < npanels; ++p) {
           int32_t* panel = panels0 + p * kPanelInts;
           pack_bf16_panel(W, K, n0 + p * kCols, int(std::min<int64_t>(kCols, nc - p * kCols)), k0, kc, panel);
           std::fill(panel + kc / 2 * kCols, panel + kcp / 2 * kCols, 0);
         }
-        for (int64_t p = 0; p < npanels; ++p) {
-          const int64_t col = n0 + p * kCols;
-          const int nr = int(std::min<int64_t>(kCols, n0 + nc - col));
-          const int32_t* panel = panels0 + p * kPanelInts;
-          for (int64_t s = 0; s < tiles_m; ++s) {
-            const int64_t row = m0 + s * kRows;
-            const int mr = int(std::min<int64_t>(kRows, m0 + mc - row));
-            float* c = Y + row * N + col;
-            if (nr == kCols && mr == kRows) {
-              kernel.tile(k0, kcp, row, panel, c, N, accumulate);
-            } else {  // a partial tile: computed full-size in `edge`, the valid part copied
-              for (int r = 0; r < kRows; ++r)
-                for (int j = 0; j < kCols; ++j) edge[r * kCols + j] = accumulate && r < mr && j < nr ? c[r * N + j] : 0.f;
-              kernel.tile(k0, kcp, row, panel, edge, kCols, accumulate);
-              for (int r = 0; r < mr; ++r) std::copy(edge + r * kCols, edge + r * kCols + nr, c + r * N);
-            }
-          }
-        }
+        // Partial tiles run whole: the buffer has room for them, and the rows / columns past Y are dropped.
+        for (int64_t p = 0; p < npanels; ++p)
+          for (int64_t s = 0; s < tiles_m; ++s)
+            kernel.tile(k0, kcp, m0 + s * kRows, panels0 + p * kPanelInts, acc + s * kRows * kPanelTaskCols + p * kCols,
+                        kPanelTaskCols, accumulate);
       }
-      if (bias)
-        for (int64_t i = 0; i < mc; ++i)
-          for (int64_t j = 0; j < nc; ++j) Y[(m0 + i) * N + n0 + j] += bias[n0 + j];
+      for (int64_t i = 0; i < mc; ++i) {
+        float* y = Y + (m0 + i) * N + n0;
+        const float* a = acc + i * kPanelTaskCols;
+        if (bias)
+          for (int64_t j = 0; j < nc; ++j) y[j] = a[j] + bias[n0 + j];
+        else
+          std::copy(a, a + nc, y);
+      }
     }
     kernel.end_thread();
   });
