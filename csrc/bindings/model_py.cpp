@@ -65,7 +65,7 @@ void bind_model(py::module_& m) {
         opt.quantize.table_bits = embedding_bits;
         py::gil_scoped_release nogil;
         return Gemma4Model::load(dir, opt);
-      }, py::arg("dir"), py::arg("device") = "cpu", py::arg("max_context") = 0, py::arg("prefill_chunk") = 256,
+      }, py::arg("dir"), py::arg("device") = "cpu", py::arg("max_context") = 0, py::arg("prefill_chunk") = 512,
          py::arg("quantize_bits") = 0, py::arg("group_size") = 64, py::arg("reduced_precision") = false,
          py::arg("int8_activations") = false, py::arg("embedding_bits") = 8,
          "Parses DIR/config.json and binds every tensor of the weight table from the mapped checkpoint; "

@@ -421,7 +421,7 @@ _QUANTIZE_BITS = {None: 0, "q8": 8, "q4": 4}
 
 
 def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max_context: int | None = None,
-         prefill_chunk: int = 256, preload: bool = False, progress: bool | None = None,
+         prefill_chunk: int = 512, preload: bool = False, progress: bool | None = None,
          quantize: str | None = None, group_size: int = 64, precision: str = "auto",
          embedding_bits: int = 8) -> Model:
     """Loads a Gemma 4 checkpoint directory (config.json + safetensors, as published).
@@ -432,7 +432,8 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     max_context: the longest sequence a session may hold (default: the config's max_position_embeddings, or
     the longest whose KV cache fits in the memory available; a max_context that does not fit is a
     ConfigError stating the numbers: see memory_plan()).
-    prefill_chunk: prompts are processed in chunks of at most this many tokens (bounds activation memory).
+    prefill_chunk: prompts are processed in chunks of at most this many tokens (bounds activation memory; each
+    chunk reads every weight once, so longer chunks prefill faster: E2B bf16 512 vs 256 tokens, +5-13% at +80 MB).
     preload: read every text weight page now (with a progress bar on a terminal for checkpoints over 1 GB)
     instead of on first use.
     quantize: "q8" / "q4" quantizes the decoder's attention, MLP and expert matrices at load to 8 / 4 bits

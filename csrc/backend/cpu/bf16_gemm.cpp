@@ -77,7 +77,7 @@ MB_BF16_TARGET void tile_bf16(int64_t pairs, const int32_t* ap, const int32_t* b
 
 // 12 × 32 tiles over the shared panel loop: the sliver of `row` holds the slice's pairs of its 12 rows.
 struct SliverTiles {
-  static constexpr int64_t kRows = kMR, kSliceK = kKC;
+  static constexpr int64_t kRows = kMR, kSliceK = kKC, kTaskPanels = 6;
   const PackedX& px;
   int64_t padded_k(int64_t kc) const { return kc; }
   void tile(int64_t k0, int64_t kc, int64_t row, const int32_t* panel, float* c, int64_t ldc, bool accumulate) const {

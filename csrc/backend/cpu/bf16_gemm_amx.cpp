@@ -129,7 +129,8 @@ bool amx_granted() {
 
 // 32 × 32 blocks over the shared panel loop: the block of `row` is row groups row / 16 and row / 16 + 1.
 struct AmxBlocks {
-  static constexpr int64_t kRows = kBlock, kSliceK = kKC;
+  // 4 panels per task (6 for vdpbf16ps): k / v projections (N = 256) split over two threads evenly.
+  static constexpr int64_t kRows = kBlock, kSliceK = kKC, kTaskPanels = 4;
   const PackedTiles& px;
   int64_t padded_k(int64_t kc) const { return round_up(kc, kTileK); }
   MB_AMX_TARGET void tile(int64_t k0, int64_t kcp, int64_t row, const int32_t* panel, float* c, int64_t ldc,

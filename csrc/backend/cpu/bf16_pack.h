@@ -44,16 +44,17 @@ inline void pack_bf16_panel(const bf16_t* W, int64_t K, int64_t n0, int rows, in
 // the pool; per task and k slice the task's weight panels packed once (pairs from kc to the kernel's padded_k(kc)
 // zero), then panel outer, tile inner, so a panel stays in L1 while the task's x tiles pass it; the task's Y in
 // a buffer (partial tiles computed whole), copied out with the bias. Kernel (x already packed by its caller):
-//   kRows: x rows per tile; kSliceK: k per slice (<= kBf16SliceK); padded_k(kc): k a slice's tiles run over (kc,
-//   or kc rounded up to whole AMX tiles);
+//   kRows: x rows per tile; kTaskPanels: weight panels per task; kSliceK: k per slice (<= kBf16SliceK);
+//   padded_k(kc): k a slice's tiles run over (kc, or kc rounded up to whole AMX tiles);
 //   tile(k0, kcp, row, panel, c, ldc, accumulate): c [kRows, 32] (row stride ldc) (+)= x rows [row, row + kRows)
 //   of slice k0 · the panel; begin_thread() / end_thread() around each thread's share.
-constexpr int64_t kPanelTaskRows = 576, kPanelTaskCols = 6 * kBf16PanelRows;
+constexpr int64_t kPanelTaskRows = 576;
 
 template <class Kernel>
 void run_panel_gemm(const Kernel& kernel, int64_t M, int64_t N, int64_t K, const bf16_t* W, const float* bias,
                     float* Y) {
   constexpr int64_t kRows = Kernel::kRows, kSlice = Kernel::kSliceK, kCols = kBf16PanelRows;
+  constexpr int64_t kPanelTaskCols = Kernel::kTaskPanels * kCols;
   constexpr int64_t kPanelInts = kSlice / 2 * kCols;
   static_assert(kSlice <= kBf16SliceK && kSlice % 32 == 0);
   static_assert(kPanelTaskRows % kRows == 0);

@@ -37,7 +37,7 @@ std::vector<WeightSpec> weight_table(const Gemma4Config& cfg);
 struct LoadOptions {
   Exec exec;                   // the device the model runs on
   int64_t max_context = 0;     // 0: max_position_embeddings
-  int64_t prefill_chunk = 256;
+  int64_t prefill_chunk = 512;
   QuantizeOptions quantize;    // bits 0: matrices as stored
 };
 
