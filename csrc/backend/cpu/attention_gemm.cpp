@@ -179,12 +179,22 @@ void run_masked_item(const AttentionView& a, const AttentionMask& mask, const At
   const int64_t G = a.group, d = a.d, nq = t1 - t0, rows = nq * G;
   // The keys of the item, then which query sees which.
   sc.keys.clear();
-  for (int64_t s = 0; s < a.S; ++s)
+  // Without blocks a key can be seen only inside (min q_pos − window, max q_pos]: the slots outside (empty, in
+  // the future of every query, behind every window) are passed over without asking each query.
+  int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  if (!a.q_block) {
+    const auto [qmin, qmax] = std::minmax_element(a.q_pos + t0, a.q_pos + t1);
+    if (mask.causal) hi = *qmax;
+    if (mask.window) lo = int64_t(*qmin) - mask.window;
+  }
+  for (int64_t s = 0; s < a.S; ++s) {
+    if (a.k_pos[s] < 0 || a.k_pos[s] <= lo || a.k_pos[s] > hi) continue;
     for (int64_t t = t0; t < t1; ++t)
       if (mask.allowed(a.q_pos[t], a.k_pos[s], a.qb(t), a.kb(s))) {
         sc.keys.push_back(int32_t(s));
         break;
       }
+  }
   const int64_t n = int64_t(sc.keys.size());
   const bool contiguous_out = a.Hkv == 1;  // rows (t, g) of one kv head follow each other in q and out
   float* o = contiguous_out ? a.out + t0 * a.Hq * d : grown(sc.out, rows * d);
