@@ -250,6 +250,8 @@ MB_AVX512_TARGET void rows_avx512(const float* x, int64_t ldx, const WT* w, int6
     for (; k + 16 * U <= K; k += 16 * U) {
 #pragma GCC unroll 4
       for (int u = 0; u < U; ++u) {
+        // 2 KB ahead in the stream, as gemv_rows in bf16_gemm.cpp (one stream per thread needs the help).
+        _mm_prefetch(reinterpret_cast<const char*>(wr + k + 16 * u) + 2048, _MM_HINT_T0);
         const __m512 wv = load16_f32(wr + k + 16 * u);
 #pragma GCC unroll 8
         for (int m = 0; m < MR; ++m) acc[m][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + m * ldx + k + 16 * u), acc[m][u]);
