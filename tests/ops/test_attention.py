@@ -59,16 +59,22 @@ TS = [1, 3, 33]
 SS = [1, 31, 257]
 
 
-@pytest.mark.parametrize("d,heads,T,S,mask,layout", parity_grid(TS, SS))
-def test_attention_parity(d, heads, T, S, mask, layout, device):
+def parity_case(device, seed, d, heads, T, S, mask, layout, what):
+    """The last T of S positions as queries over a cache of all S keys in `layout`: the device against the
+    reference kernel and the float64 formula."""
     Hq, Hkv = heads
-    r = rng(d * 1000 + T * 10 + S)
+    r = rng(seed)
     q, k, v = qkv(r, T, Hq, S, Hkv, d)
     k_arg, v_arg, k_pos, k_np, v_np = make_cache(r, k, v, layout)
     q_pos = query_positions(T, S)
     fast, ref = run_both(device, (q, k_arg, v_arg, q_pos, k_pos), (T, Hq, d), **mask)
     want = attention_np(q, k_np, v_np, q_pos, k_pos, **mask)
-    check(fast, ref, v, f"d={d} heads={heads} T={T} S={S} {mask} {layout}", device, want=want)
+    check(fast, ref, v, f"{what} d={d} heads={heads} T={T} S={S} {mask} {layout}", device, want=want)
+
+
+@pytest.mark.parametrize("d,heads,T,S,mask,layout", parity_grid(TS, SS))
+def test_attention_parity(d, heads, T, S, mask, layout, device):
+    parity_case(device, d * 1000 + T * 10 + S, d, heads, T, S, mask, layout, "grid")
 
 
 @pytest.mark.parametrize("layout", ["linear", "ring", "headmajor"])
@@ -167,15 +173,7 @@ PREFILL_CASES = [  # d, (Hq, Hkv), T, cached keys before the chunk, mask, layout
 def test_prefill_chunk_parity(d, heads, T, cached, mask, layout, device):
     """A chunk of T queries at positions cached..cached+T−1 over the cache holding every earlier key and
     its own (in ring / head-major layouts: permuted slots, NaN-filled empty slots)."""
-    Hq, Hkv = heads
-    S = cached + T
-    r = rng(d + T + cached)
-    q, k, v = qkv(r, T, Hq, S, Hkv, d)
-    k_arg, v_arg, k_pos, k_np, v_np = make_cache(r, k, v, layout)
-    q_pos = query_positions(T, S)
-    fast, ref = run_both(device, (q, k_arg, v_arg, q_pos, k_pos), (T, Hq, d), **mask)
-    want = attention_np(q, k_np, v_np, q_pos, k_pos, **mask)
-    check(fast, ref, v, f"prefill d={d} heads={heads} T={T} cached={cached} {mask} {layout}", device, want=want)
+    parity_case(device, d + T + cached, d, heads, T, cached + T, mask, layout, "prefill chunk")
 
 
 def test_prefill_chunk_rows_without_keys(device):
