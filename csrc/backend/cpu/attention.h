@@ -94,8 +94,9 @@ inline float nan_max(float a, float b) {
 
 // The prefill path of attention_fast for masked problems (attention_gemm.cpp): per kv head and block of
 // queries, two GEMMs over the keys any query of the block may see, the others masked in the logits. False
-// (nothing written) where it does not apply: fewer than kMaskedGemmMinQueries queries, or a non-finite value
-// row among the present keys (its 0 weight in a row that may not see it would still make NaN).
+// (nothing written) where it does not apply: fewer than kMaskedGemmMinQueries queries, more than 32768 key slots
+// (the flash kernel is as fast there), or a non-finite value row among the present keys (its 0 weight in a row
+// that may not see it would still make NaN).
 constexpr int64_t kMaskedGemmMinQueries = 32;
 bool attention_masked_gemm(const AttentionView& a, const AttentionMask& mask, const ops::AttentionParams& p);
 
