@@ -16,12 +16,6 @@ namespace mb::cpu {
 
 using ops::AttentionParams;
 
-namespace {
-
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-}  // namespace
-
 void attention_ref(const Tensor& qt, const Tensor& kt, const Tensor& vt, const Tensor& qpt, const Tensor& kpt,
                    const Tensor* qbt, const Tensor* kbt, Tensor& ot, const AttentionParams& p) {
   const AttentionView a(qt, kt, vt, qpt, kpt, qbt, kbt, ot);

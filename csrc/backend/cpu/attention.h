@@ -2,6 +2,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "core/tensor.h"
 #include "ops/params.h"
@@ -78,6 +79,8 @@ struct AttentionView {
   int32_t qb(int64_t t) const { return q_block ? q_block[t] : -1; }
   int32_t kb(int64_t s) const { return k_block ? k_block[s] : -1; }
 };
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // logit = softcap·tanh(scale·dot / softcap), or scale·dot without a cap.
 inline float attention_logit(float dot, float scale, float softcap) {

@@ -19,8 +19,6 @@ using ops::AttentionParams;
 
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
 constexpr int64_t kMinQueries = 32;            // below this the flash kernel is as fast
 constexpr int64_t kLogitBytes = int64_t(32) << 20;  // logits of one query block: at most 32 MB
 
@@ -150,7 +148,7 @@ constexpr int64_t kMinMaskedRows = 32;              // fewer rows per item: the 
 // Per-thread scratch, grown on first use and reused.
 struct MaskedScratch {
   std::vector<int32_t> keys;  // [n] slots any query of the item may see
-  std::vector<char> allowed;  // [queries, n] whether query t may see key j
+  std::vector<char> allowed;  // [queries, S] whether query t may see key j (columns j < n used)
   std::vector<float> q, k, v;  // gathered rows (only when not readable in place)
   std::vector<float> logits;  // [rows, n] logits, then weights
   std::vector<float> out;     // [rows, d] (only when the item's output rows are not contiguous)
@@ -178,7 +176,7 @@ bool present_values_finite(const AttentionView& a) {
 void run_masked_item(const AttentionView& a, const AttentionMask& mask, const AttentionParams& p, int64_t t0,
                      int64_t t1, int64_t kvh, MaskedScratch& sc) {
   const int64_t G = a.group, d = a.d, nq = t1 - t0, rows = nq * G;
-  // The keys of the item, then which query sees which.
+  // The keys of the item and which query sees which, in one pass over the slots.
   sc.keys.clear();
   // Without blocks a key can be seen only inside (min q_pos − window, max q_pos]: the slots outside (empty, in
   // the future of every query, behind every window) are passed over without asking each query.
@@ -188,13 +186,18 @@ void run_masked_item(const AttentionView& a, const AttentionMask& mask, const At
     if (mask.causal) hi = *qmax;
     if (mask.window) lo = int64_t(*qmin) - mask.window;
   }
+  // allowed[(t − t0)·S + j]: whether query t sees key j (row stride S: a key's column is written as it is met).
+  char* allowed = grown(sc.allowed, nq * a.S);
   for (int64_t s = 0; s < a.S; ++s) {
     if (a.k_pos[s] < 0 || a.k_pos[s] <= lo || a.k_pos[s] > hi) continue;
-    for (int64_t t = t0; t < t1; ++t)
-      if (mask.allowed(a.q_pos[t], a.k_pos[s], a.qb(t), a.kb(s))) {
-        sc.keys.push_back(int32_t(s));
-        break;
-      }
+    const int64_t j = int64_t(sc.keys.size());
+    bool any = false;
+    for (int64_t t = t0; t < t1; ++t) {
+      const bool seen = mask.allowed(a.q_pos[t], a.k_pos[s], a.qb(t), a.kb(s));
+      allowed[(t - t0) * a.S + j] = seen;
+      any = any || seen;
+    }
+    if (any) sc.keys.push_back(int32_t(s));  // (else the next key's column overwrites this one)
   }
   const int64_t n = int64_t(sc.keys.size());
   const bool contiguous_out = a.Hkv == 1;  // rows (t, g) of one kv head follow each other in q and out
@@ -202,10 +205,6 @@ void run_masked_item(const AttentionView& a, const AttentionMask& mask, const At
   if (n == 0) {  // no query of the block sees any key: zeros
     std::fill(o, o + rows * d, 0.f);
   } else {
-    char* allowed = grown(sc.allowed, nq * n);
-    for (int64_t t = t0; t < t1; ++t)
-      for (int64_t j = 0; j < n; ++j)
-        allowed[(t - t0) * n + j] = mask.allowed(a.q_pos[t], a.k_pos[sc.keys[j]], a.qb(t), a.kb(sc.keys[j]));
     // K and V rows of the keys: in place when they are consecutive slots, else gathered.
     GemmB kb{a.k_row(sc.keys[0], kvh), DType::F32, a.ks0, 1}, vb{a.v_row(sc.keys[0], kvh), DType::F32, 1, a.vs0};
     if (sc.keys.back() - sc.keys.front() != n - 1) {
@@ -230,7 +229,7 @@ void run_masked_item(const AttentionView& a, const AttentionMask& mask, const At
     gemm(rows, n, d, q, d, kb, nullptr, logits, n, /*parallel=*/false);
     for (int64_t r = 0; r < rows; ++r) {
       float* row = logits + r * n;
-      const char* seen = allowed + (r / G) * n;
+      const char* seen = allowed + (r / G) * a.S;
       bool any = false;
       for (int64_t j = 0; j < n; ++j) {
         any = any || seen[j];

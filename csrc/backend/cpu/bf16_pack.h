@@ -62,12 +62,11 @@ void run_panel_gemm(const Kernel& kernel, int64_t M, int64_t N, int64_t K, const
   parallel_for(mb * nb, 1, [&](int64_t t0, int64_t t1) {
     // This thread's panels of one k slice, reused across calls.
     thread_local std::vector<int32_t> panel_store(size_t(kPanelTaskCols / kCols * kPanelInts + 16));
-    int32_t* const panels0 =
-        reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(panel_store.data()) + 63) & ~uintptr_t(63));
+    int32_t* const panels0 = align64(panel_store.data());
     // The task's Y block, accumulated over the k slices in a thread-local buffer (row stride kPanelTaskCols):
     // its tiles span a few pages, where rows of Y itself are N floats apart (a TLB miss per tile row).
     thread_local std::vector<float> acc_store(size_t(kPanelTaskRows * kPanelTaskCols + 16));
-    float* const acc = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(acc_store.data()) + 63) & ~uintptr_t(63));
+    float* const acc = align64(acc_store.data());
     kernel.begin_thread();
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t m0 = (t / nb) * kPanelTaskRows, n0 = (t % nb) * kPanelTaskCols;

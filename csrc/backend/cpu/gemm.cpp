@@ -268,9 +268,7 @@ void run_task(int64_t m0, int64_t mc, int64_t n0, int64_t nc, int64_t K, const P
   const int64_t panels = (nc + tile_n - 1) / tile_n;
   if (!prepacked && packed_store.size() < size_t(panels * kKC * tile_n + 16))
     packed_store.resize(size_t(panels * kKC * tile_n + 16));
-  float* const packed =
-      prepacked ? nullptr
-                : reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(packed_store.data()) + 63) & ~uintptr_t(63));
+  float* const packed = prepacked ? nullptr : align64(packed_store.data());
   alignas(64) float edge[kMaxMR * kMaxNR];  // a partial tile's C, tile_n wide
   const int64_t slivers = (mc + tile_m - 1) / tile_m;
   for (int64_t k0 = 0; k0 < std::max<int64_t>(K, 1); k0 += kKC) {
@@ -320,7 +318,7 @@ void run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const Gem
   thread_local std::vector<float> a_store;
   const size_t a_floats = size_t(slivers * tile_m * std::max<int64_t>(K, 1) + 16);
   if (a_store.size() < a_floats) a_store.resize(a_floats);
-  const PackedA pa{reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(a_store.data()) + 63) & ~uintptr_t(63)),
+  const PackedA pa{align64(a_store.data()),
                    slivers * tile_m};
   auto pack_item = [&](int64_t item) {  // one sliver of one k slice
     const int64_t k0 = (item / slivers) * kKC, s = item % slivers, kc = std::min(kKC, K - k0);

@@ -26,6 +26,13 @@ bool cpu_has_avx2();
 // and MARKBASE_SIMD is not "off" or "avx2" (which keeps the AVX2 kernels, for tests and comparisons).
 bool cpu_has_avx512_vnni();
 
+// p rounded up to a 64-byte boundary (a scratch vector allocated 16 floats / 64 bytes longer than it needs): no
+// vector load from it splits a cache line.
+template <class T>
+T* align64(T* p) {
+  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
+}
+
 #if MB_HAVE_X86_SIMD
 
 // 8 consecutive elements widened to f32 (exact for bf16 and f16).
