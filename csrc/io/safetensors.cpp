@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/errors.h"
+#include "core/file_map.h"
 #include "core/host_memory.h"
 #include "io/json.h"
 
@@ -92,9 +93,11 @@ void SafetensorsFile::fail_tensor(const std::string& name, const std::string& ms
 
 SafetensorsFile::~SafetensorsFile() {
   if (map_) {
+    unregister_file_mapping(map_);
     unregister_host_region(const_cast<uint8_t*>(map_));
     ::munmap(const_cast<uint8_t*>(map_), map_size_);
   }
+  if (fd_ >= 0) ::close(fd_);
 }
 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
@@ -133,6 +136,10 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   f->map_size_ = size_t(size);
   // Recorded with its whole last page (mapped, zero past the end of file): Metal wraps it without a copy.
   register_host_region(p, (size_t(size) + host_page_size() - 1) / host_page_size() * host_page_size());
+  // Kept open for gathers that read rows with pread() rather than through the mapping (core/file_map.h).
+  f->fd_ = fd.fd;
+  fd.fd = -1;
+  register_file_mapping(p, size_t(size), f->fd_);
   f->data_start_ = size_t(8 + n);
   f->parse_header(std::string_view(reinterpret_cast<const char*>(f->map_) + 8, size_t(n)));
   return f;

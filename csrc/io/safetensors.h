@@ -92,6 +92,7 @@ class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
   std::string path_;
   const uint8_t* map_ = nullptr;
   size_t map_size_ = 0;
+  int fd_ = -1;  // the mapped file, open for pread() gathers (core/file_map.h)
   size_t data_start_ = 0;
   uint64_t inode_ = 0, device_ = 0;
   int64_t mtime_ns_ = 0;

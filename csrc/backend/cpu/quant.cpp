@@ -11,6 +11,7 @@
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/quant_round.h"
 #include "backend/cpu/simd.h"
+#include "core/file_map.h"
 #include "core/thread_pool.h"
 
 namespace mb::cpu {
@@ -674,14 +675,19 @@ void with_row(const ops::QuantizedMatrix& m, int64_t r, Fn&& fn) {
   });
 }
 
+// Columns [c0, c0 + n) of one row from its packed values and its scales / biases.
+template <class ST>
+void dequantize_row_from(const uint8_t* row, const ST* s, const ST* b, int bits, int group_size, int64_t c0, int64_t n,
+                         float* dst) {
+  for (int64_t i = 0; i < n;) {
+    const int64_t c = c0 + i, g = c / group_size, end = std::min(n, i + (g + 1) * group_size - c);
+    const float sv = load_f32(s + g), bv = load_f32(b + g);
+    for (; i < end; ++i) dst[i] = sv * float(ops::affine_value(row, c0 + i, bits)) + bv;
+  }
+}
+
 void dequantize_row(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_t n, float* dst) {
-  with_row(m, r, [&](const uint8_t* row, auto s, auto b) {
-    for (int64_t i = 0; i < n;) {
-      const int64_t c = c0 + i, g = c / m.group_size, end = std::min(n, i + (g + 1) * m.group_size - c);
-      const float sv = load_f32(s + g), bv = load_f32(b + g);
-      for (; i < end; ++i) dst[i] = sv * float(ops::affine_value(row, c0 + i, m.bits)) + bv;
-    }
-  });
+  with_row(m, r, [&](const uint8_t* row, auto s, auto b) { dequantize_row_from(row, s, b, m.bits, m.group_size, c0, n, dst); });
 }
 
 void dequantize_row_fast(const ops::QuantizedMatrix& m, int64_t r, int64_t c0, int64_t n, float* dst) {
@@ -792,16 +798,42 @@ void linear_quantized_gathered_fast(const Tensor& x, const ops::QuantizedMatrix&
   }
 }
 
+// One of a quantized table's arrays (packed values, scales or biases), read a row at a time: in place, or with
+// pread() when it lies in a mapped checkpoint (an MLX-quantized PLE table; see embedding_fast).
+struct TableRows {
+  const uint8_t* data;
+  size_t row_bytes;
+  MappedFile file;
+  bool from_file;
+  explicit TableRows(const Tensor& t)
+      : data(static_cast<const uint8_t*>(t.data())), row_bytes(t.nbytes() / size_t(t.size(0))),
+        from_file(find_file_mapping(t.data(), &file)) {}
+  const uint8_t* row(int64_t r, std::vector<uint8_t>& buf) const {
+    const uint8_t* p = data + size_t(r) * row_bytes;
+    if (!from_file) return p;
+    buf.resize(row_bytes);
+    read_mapped(file, p, row_bytes, buf.data());
+    return buf.data();
+  }
+};
+
 void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) {
   const int64_t T = ids.size(0), D = table.cols();
   if (T == 0 || D == 0) return;
   float* Y = out.data_as<float>();
-  parallel_for(T, std::max<int64_t>(1, kElementwiseGrain / D), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      float* y = Y + t * D;
-      dequantize_row(table, id_at(ids, t), 0, D, y);
-      for (int64_t d = 0; d < D; ++d) y[d] *= scale;
-    }
+  const TableRows q(table.q), scales(table.scales), biases(table.biases);
+  dispatch_float(table.scales.dtype(), [&](auto tag) {
+    using ST = decltype(tag);
+    parallel_for(T, std::max<int64_t>(1, kElementwiseGrain / D), [&](int64_t t0, int64_t t1) {
+      thread_local std::vector<uint8_t> q_buf, s_buf, b_buf;  // rows read from the file; reused by later calls
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t r = id_at(ids, t);
+        float* y = Y + t * D;
+        dequantize_row_from(q.row(r, q_buf), reinterpret_cast<const ST*>(scales.row(r, s_buf)),
+                            reinterpret_cast<const ST*>(biases.row(r, b_buf)), table.bits, table.group_size, 0, D, y);
+        for (int64_t d = 0; d < D; ++d) y[d] *= scale;
+      }
+    });
   });
 }
 
