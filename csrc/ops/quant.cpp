@@ -1,9 +1,12 @@
 #include "ops/quant.h"
 
+#include "core/host_memory.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "core/host_memory.h"
 #include "core/thread_pool.h"
 #include "ops/check.h"
 #include "ops/embedding.h"
@@ -69,9 +72,16 @@ QuantizedMatrix quantize_affine(const Tensor& w, int bits, int group_size, DType
   QuantizedMatrix m;
   m.bits = bits;
   m.group_size = group_size;
-  m.q = Tensor::empty(DType::U8, {R, C * bits / 8});
-  m.scales = Tensor::empty(scale_dtype, {R, G});
-  m.biases = Tensor::empty(scale_dtype, {R, G});
+  // q, scales and biases in one allocation: a decode step streams all three, and host_alloc gives a block of
+  // 4 MiB or more 2 MiB pages, where separate small scale / bias blocks would sit on 4 KiB pages.
+  const size_t q_bytes = size_t(R * C * bits / 8), s_bytes = size_t(R * G) * dtype_itemsize(scale_dtype);
+  const size_t s_at = (q_bytes + 63) / 64 * 64, b_at = s_at + (s_bytes + 63) / 64 * 64;
+  std::shared_ptr<void> block = host_alloc(b_at + s_bytes);
+  if (!block) throw MarkbaseError(cat("quantize: out of memory for a ", w.describe(), " matrix at ", bits, " bits"));
+  uint8_t* base = static_cast<uint8_t*>(block.get());
+  m.q = Tensor::wrap_contiguous(base, DType::U8, {R, C * bits / 8}, block, StorageKind::Owned);
+  m.scales = Tensor::wrap_contiguous(base + s_at, scale_dtype, {R, G}, block, StorageKind::Owned);
+  m.biases = Tensor::wrap_contiguous(base + b_at, scale_dtype, {R, G}, block, StorageKind::Owned);
   const float n_bins = float((1 << bits) - 1), eps = 1e-7f;
   with_float_type(w.dtype(), [&](auto wtag) {
     using WT = decltype(wtag);

@@ -43,7 +43,7 @@ struct TextLayerWeights {
 struct TextWeights {
   ops::LinearWeight embed_tokens;                // [V, H], also the tied LM head
   Tensor norm;                                   // [H] f32, final norm
-  ops::LinearWeight embed_tokens_per_layer;      // [V_ple, L·P]   PLE models (gathered: a lazily touched mapping)
+  ops::LinearWeight embed_tokens_per_layer;      // [V_ple, L·P]   PLE models (gathered: rows read from the file, core/file_map.h)
   ops::LinearWeight per_layer_model_projection;  // [L·P, H]
   Tensor per_layer_projection_norm;              // [P] f32
   std::vector<TextLayerWeights> layers;

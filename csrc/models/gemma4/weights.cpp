@@ -1,8 +1,11 @@
 #include "models/gemma4/weights.h"
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 
 #include "core/errors.h"
+#include "core/host_memory.h"
 #include "io/checkpoint.h"
 
 namespace mb::gemma4 {
@@ -197,6 +200,20 @@ bool from_mlx_layout(const Tensor& t, const Shape& want, Tensor* out) {
 
 }  // namespace
 
+Tensor WeightSlab::copy(const Tensor& t) {
+  const size_t bytes = t.nbytes(), padded = (bytes + 63) / 64 * 64;
+  if (padded > capacity_ - used_) {
+    capacity_ = std::max(kBlockBytes, padded);
+    block_ = host_alloc(capacity_);
+    if (!block_) throw MarkbaseError(cat("out of memory copying ", t.describe(), " out of the checkpoint mapping"));
+    used_ = 0;
+  }
+  uint8_t* p = static_cast<uint8_t*>(block_.get()) + used_;
+  used_ += padded;
+  std::memcpy(p, t.data(), bytes);
+  return Tensor::wrap_contiguous(p, t.dtype(), t.shape(), block_, StorageKind::Owned);
+}
+
 void CheckpointBinder::weight(const WeightSpec& spec, Hold hold, WeightSlot slot) {
   if (hold == Hold::Ignored) return;
   const std::string* stored = nullptr;
@@ -237,6 +254,9 @@ void CheckpointBinder::weight(const WeightSpec& spec, Hold hold, WeightSlot slot
     if (bits && spec.shape.back() % quantize_.group_size == 0) {
       slot.linear->quant = quantize_stacked(t, bits, quantize_.group_size);
       ckpt_.release(*stored);  // the bf16 source pages leave this process as soon as they are quantized
+    } else if (quantize_.bits && spec.component == "text" && spec.quant != QuantRule::Gathered) {
+      slot.linear->dense = slab_.copy(t);  // streamed every decode step: on 2 MiB pages (WeightSlab)
+      ckpt_.release(*stored);
     } else {
       slot.linear->dense = t;
     }
