@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace mb {
 
@@ -26,5 +27,26 @@ bool find_file_mapping(const void* p, MappedFile* out);
 // Copies [p, p + n), which lies inside `file`'s mapping, into dst with pread(); with memcpy through the
 // mapping if pread fails (the bytes are the same either way).
 void read_mapped(const MappedFile& file, const void* p, size_t n, void* dst);
+
+// A table's rows (row r at data + r·row_bytes) for a gather: in place, or read with pread() into the
+// caller's buffer when the table lies in a registered file mapping.
+class TableRows {
+ public:
+  TableRows(const void* data, size_t row_bytes)
+      : data_(static_cast<const uint8_t*>(data)), row_bytes_(row_bytes), from_file_(find_file_mapping(data, &file_)) {}
+  const uint8_t* row(int64_t r, std::vector<uint8_t>& buf) const {
+    const uint8_t* p = data_ + size_t(r) * row_bytes_;
+    if (!from_file_) return p;
+    buf.resize(row_bytes_);
+    read_mapped(file_, p, row_bytes_, buf.data());
+    return buf.data();
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t row_bytes_;
+  MappedFile file_;
+  bool from_file_;
+};
 
 }  // namespace mb

@@ -1,7 +1,5 @@
 #include "ops/quant.h"
 
-#include "core/host_memory.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -76,7 +74,7 @@ QuantizedMatrix quantize_affine(const Tensor& w, int bits, int group_size, DType
   // 4 MiB or more 2 MiB pages, where separate small scale / bias blocks would sit on 4 KiB pages.
   const size_t q_bytes = size_t(R * C * bits / 8), s_bytes = size_t(R * G) * dtype_itemsize(scale_dtype);
   const size_t s_at = (q_bytes + 63) / 64 * 64, b_at = s_at + (s_bytes + 63) / 64 * 64;
-  std::shared_ptr<void> block = host_alloc(b_at + s_bytes);
+  std::shared_ptr<void> block = host_alloc(std::max<size_t>(b_at + s_bytes, 64));  // (an empty matrix too)
   if (!block) throw MarkbaseError(cat("quantize: out of memory for a ", w.describe(), " matrix at ", bits, " bits"));
   uint8_t* base = static_cast<uint8_t*>(block.get());
   m.q = Tensor::wrap_contiguous(base, DType::U8, {R, C * bits / 8}, block, StorageKind::Owned);

@@ -48,23 +48,16 @@ void embedding_fast(const Tensor& table, const Tensor& ids, Tensor& out, float s
   if (T == 0 || D == 0) return;
   // A table in a mapped checkpoint (the PLE table) is read a row at a time with pread(): never mapped, so
   // the resident set does not grow by a page-cache folio per distinct token (core/file_map.h).
-  MappedFile file;
-  const bool from_file = find_file_mapping(table.data(), &file);
   dispatch_table_out(table, out, [&](auto ttag, auto otag) {
     using TT = decltype(ttag);
     using OT = decltype(otag);
-    const TT* tab = table.data_as<const TT>();
+    const TableRows rows(table.data(), size_t(D) * sizeof(TT));
     OT* ys = out.data_as<OT>();
     parallel_for(T, std::max<int64_t>(1, kElementwiseGrain / D), [&](int64_t t0, int64_t t1) {
       float tile[256];  // f32 staging so the convert and scale loops stay simple and vectorisable
-      thread_local std::vector<uint8_t> row_bytes;  // a row read from the file; grows once, reused by later calls
+      thread_local std::vector<uint8_t> row_buf;  // a row read from the file; grows once, reused by later calls
       for (int64_t t = t0; t < t1; ++t) {
-        const TT* row = tab + id_at(ids, t) * D;
-        if (from_file) {
-          row_bytes.resize(size_t(D) * sizeof(TT));
-          read_mapped(file, row, row_bytes.size(), row_bytes.data());
-          row = reinterpret_cast<const TT*>(row_bytes.data());
-        }
+        const TT* row = reinterpret_cast<const TT*>(rows.row(id_at(ids, t), row_buf));
         OT* y = ys + t * D;
         for (int64_t s = 0; s < D; s += 256) {
           const int64_t n = std::min<int64_t>(256, D - s);

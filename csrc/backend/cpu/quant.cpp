@@ -798,30 +798,13 @@ void linear_quantized_gathered_fast(const Tensor& x, const ops::QuantizedMatrix&
   }
 }
 
-// One of a quantized table's arrays (packed values, scales or biases), read a row at a time: in place, or with
-// pread() when it lies in a mapped checkpoint (an MLX-quantized PLE table; see embedding_fast).
-struct TableRows {
-  const uint8_t* data;
-  size_t row_bytes;
-  MappedFile file;
-  bool from_file;
-  explicit TableRows(const Tensor& t)
-      : data(static_cast<const uint8_t*>(t.data())), row_bytes(t.nbytes() / size_t(t.size(0))),
-        from_file(find_file_mapping(t.data(), &file)) {}
-  const uint8_t* row(int64_t r, std::vector<uint8_t>& buf) const {
-    const uint8_t* p = data + size_t(r) * row_bytes;
-    if (!from_file) return p;
-    buf.resize(row_bytes);
-    read_mapped(file, p, row_bytes, buf.data());
-    return buf.data();
-  }
-};
-
 void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) {
   const int64_t T = ids.size(0), D = table.cols();
   if (T == 0 || D == 0) return;
   float* Y = out.data_as<float>();
-  const TableRows q(table.q), scales(table.scales), biases(table.biases);
+  // Each array read a row at a time; from the file when mapped (an MLX-quantized PLE table; embedding_fast).
+  auto rows_of = [](const Tensor& t) { return TableRows(t.data(), t.nbytes() / size_t(t.size(0))); };
+  const TableRows q = rows_of(table.q), scales = rows_of(table.scales), biases = rows_of(table.biases);
   dispatch_float(table.scales.dtype(), [&](auto tag) {
     using ST = decltype(tag);
     parallel_for(T, std::max<int64_t>(1, kElementwiseGrain / D), [&](int64_t t0, int64_t t1) {
