@@ -25,7 +25,7 @@ How:
     KV cache through past_key_values, logits_to_keep=1). Widths are not bit-identical formats: markbase
     q8/q4 are MLX-affine groups of 64 with an 8-bit embedding/LM head, llama.cpp's are Q8_0 / Q4_0 (blocks
     of 32, llama-quantize's default choices for the embedding and PLE table).
-  - the page cache: every engine's weight files are evicted before round 1 (evict_page_cache), so each engine
+  - the page cache: every engine's weight files are evicted before round 1 (bench/_page_cache.py), so each engine
     reads its files back from disk its own way in round 1 and none starts from pages cached by earlier runs;
   - interleaved rounds: in round r every engine × width runs once, each in a fresh process, the order
     rotated by r; every test runs once untimed, then --reps times. The machine's bandwidth changes from
@@ -66,6 +66,7 @@ REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 
 import _llamacpp  # noqa: E402
+import _page_cache  # noqa: E402
 import _roofline  # noqa: E402
 import yardstick  # noqa: E402
 
@@ -303,24 +304,6 @@ def prepare_llama(args, checkpoint: str) -> dict[str, str]:
         return {"error": str(e).splitlines()[0][:300]}
 
 
-def evict_page_cache(paths: list[str]) -> None:
-    """Drops the engines' weight files from the page cache (POSIX_FADV_DONTNEED) before round 1, so every
-    engine reads its own files back from disk the way it reads them. Left as they are, some files would stay
-    cached from their history (the converter's writes, earlier runs) in small folios and others in 2 MiB ones,
-    and on kernels with large page-cache folios that moved one engine's decode by ~30% (a small-folio file
-    maps as 4 KiB pages: a TLB miss per page of streamed weights). Linux only; a no-op elsewhere."""
-    if not hasattr(os, "posix_fadvise"):
-        return
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # dirty pages are not dropped
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    log(f"evicted {len(paths)} weight files ({sum(os.path.getsize(p) for p in paths) / 1e9:.1f} GB) from the page cache")
-
-
 def cpu_pressure() -> float | None:
     """Linux's CPU pressure: % of the last minute in which some task waited for a CPU (how busy the
     shared machine was; our own 2 threads on 2 cores alone keep it near 0)."""
@@ -409,7 +392,10 @@ def main(argv=None) -> int:
 
     weight_files = sorted(os.path.join(checkpoint, f) for f in os.listdir(checkpoint) if f.endswith(".safetensors"))
     weight_files += sorted({llama[c.width] for c in cells if c.engine == "llama.cpp" and not c.unavailable})
-    evict_page_cache(weight_files)
+    # No engine starts from pages cached by an earlier run (bench/_page_cache.py); each reads its own back.
+    _page_cache.evict(weight_files)
+    log(f"evicted {len(weight_files)} weight files ({sum(map(os.path.getsize, weight_files)) / 1e9:.1f} GB) "
+        "from the page cache")
 
     for r in range(args.rounds):
         measure_limits(limits, args.threads)

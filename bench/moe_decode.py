@@ -6,7 +6,8 @@ Opt-in, never part of the tests; a diagnostic that reports, never asserts. The c
 26B-A4B text decoder with random weights, written once directly in MLX's 4-bit format
 (`markbase.testing.make_checkpoint(..., family="26b", size="real", bits=4, text_only=True)`: ~14 GB under
 .bench-cache/26b-real-q4-text, about a minute) and loaded mapped, as an mlx-community upload would be.
-Before loading, the checkpoint's files are evicted from the page cache and read back sequentially (recache).
+Before loading, the checkpoint's files are evicted from the page cache and read back sequentially
+(bench/_page_cache.py).
 Measured in one process: load time; a 128-token prompt (untimed); then --reps runs of --steps greedy decode
 steps, each run's tok/s; peak RSS. Roofline: the weight bytes a decode step reads as the model holds them
 (Model.decode_weight_bytes: attention, the dense MLP, the routed 8 of 128 experts, the 8-bit LM head; not the
@@ -27,23 +28,6 @@ sys.path.insert(0, BENCH)
 CACHE = os.environ.get("MARKBASE_BENCH_DIR") or os.path.join(os.path.dirname(BENCH), ".bench-cache")
 
 
-def recache(paths: list[str]) -> None:
-    """Evicts the checkpoint's files from the page cache and reads them back sequentially (read(), never mapped:
-    no RSS). The weights are used in place from the mapping, and a decode step routes to experts the warm-up
-    never touched: without this, timed steps would fault pages in from disk, and pages cached earlier in small
-    folios would map as 4 KiB pages (a TLB miss per page; compare.py's evict_page_cache)."""
-    if not hasattr(os, "posix_fadvise"):
-        return
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            while os.read(fd, 8 << 20):
-                pass
-        finally:
-            os.close(fd)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=6)
@@ -56,6 +40,7 @@ def main(argv=None) -> int:
     import numpy as np
 
     import markbase as mb
+    import _page_cache
     import yardstick
 
     if not os.path.exists(os.path.join(args.checkpoint, "config.json")):
@@ -63,7 +48,10 @@ def main(argv=None) -> int:
 
         print(f"writing the real-size 26B-A4B text decoder in 4 bits to {args.checkpoint} (~14 GB)", flush=True)
         make_checkpoint(args.checkpoint, family="26b", size="real", bits=4, text_only=True)
-    recache(sorted(os.path.join(args.checkpoint, f) for f in os.listdir(args.checkpoint) if f.endswith(".safetensors")))
+    # Used in place from the mapping, and decode routes to experts the warm-up never touched: evicted and read
+    # back first, so timed steps neither fault pages in from disk nor meet pages cached in small folios.
+    shards = sorted(os.path.join(args.checkpoint, f) for f in os.listdir(args.checkpoint) if f.endswith(".safetensors"))
+    _page_cache.evict(shards, read_back=True)
     t0 = time.perf_counter()
     model = mb.load(args.checkpoint, max_context=1024)
     load_s = time.perf_counter() - t0

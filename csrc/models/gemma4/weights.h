@@ -129,11 +129,6 @@ struct QuantizeOptions {
   int table_bits = 8;
 };
 
-// Binds a walk's slots from the checkpoint: a required tensor that is missing, misshapen or not a float
-// dtype is a CheckpointError naming it (load validates first, so this is the last line of defence).
-// A matrix stored MLX-quantized (`<name>` u32-packed beside `<base>.scales` / `<base>.biases`) binds in
-// place to a Linear slot, and is dequantized (to the scales' dtype) for any other slot. Matrices
-// quantized here release their source pages as they go, so peak memory stays near the quantized size.
 // The dense matrices a quantizing load keeps (PLE projections, the router; QuantRule::Keep), copied out of
 // the mapping into blocks of 2 MiB pages (host_alloc). A decode step streams them beside the quantized
 // weights, and through a mapping they come on 4 KiB pages wherever the page cache holds the file in small
@@ -148,6 +143,11 @@ class WeightSlab {
   size_t used_ = 0, capacity_ = 0;
 };
 
+// Binds a walk's slots from the checkpoint: a required tensor that is missing, misshapen or not a float
+// dtype is a CheckpointError naming it (load validates first, so this is the last line of defence).
+// A matrix stored MLX-quantized (`<name>` u32-packed beside `<base>.scales` / `<base>.biases`) binds in
+// place to a Linear slot, and is dequantized (to the scales' dtype) for any other slot. Matrices
+// quantized here release their source pages as they go, so peak memory stays near the quantized size.
 class CheckpointBinder : public WeightVisitor {
  public:
   explicit CheckpointBinder(const io::Checkpoint& ckpt, QuantizeOptions quantize = {})
