@@ -10,7 +10,12 @@ Each directory holds the f32 checkpoint (`f32/`), a bf16 copy (`bf16/`) and `ref
 transformers' eager f32 logits for a prompt 4× the sliding window and its 64 greedy tokens, for a text
 prompt holding image / video / audio placeholder ids (embedded as pad), and for a multimodal prompt whose
 image and video placeholders are filled with given soft tokens (mm_encoder_outputs) with
-mm_token_type_ids (bidirectional image blocks on the "vision" families).
+mm_token_type_ids (bidirectional image blocks on the "vision" families); the same logits from transformers
+run in float64 (`*_f64`), the yardstick of the precision policy (tests/oracle/policy.py).
+
+Every numerical feature binds (asserted while building): the final norm is scaled so the prompt's logits
+reach ±LOGIT_REACH before the softcap; the encoders' clip bounds sit at quantiles of what each clippable
+linear sees on the oracle's own images and clips, so ≥ 1% of its inputs and of its outputs are clipped.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ import shutil
 
 import numpy as np
 
+from oracle import binding
 from oracle.cache_lock import built_once
+from oracle.float64 import float64_math
 
-CACHE_VERSION = "oracle-v3"  # bump when the builder changes, so cached fixtures are rebuilt
+CACHE_VERSION = "oracle-v4"  # v4: softcap and clamps bind, float64 references  # bump when the builder changes, so cached fixtures are rebuilt
 WINDOW = 8
 PROMPT_LEN = 4 * WINDOW
 GREEDY_TOKENS = 64
@@ -43,6 +50,12 @@ TINY_MEDIA_IDS = dict(image_token_id=500, video_token_id=501, audio_token_id=502
 
 ROPE = {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
         "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}}
+
+
+LOGIT_REACH = 40.0  # max |logit| of the prompt before the final softcap (30): tanh is far from linear there
+CAPPED_ABOVE = 25.0  # some logits must exceed this before capping
+CLIP_QUANTILE = 0.04  # clip bounds at this quantile (and 1 -) of each clippable linear's inputs / outputs
+MIN_CLIPPED = 0.01   # the fraction of inputs and of outputs each clippable linear must clip
 
 
 def layer_types(n: int, period: int) -> list[str]:
@@ -117,8 +130,9 @@ def build_model(family: str, seed: int = 0):
     return model.eval()
 
 
-def load_transformers(family_dir: str):
-    """(markbase config, transformers model in eager f32) of an oracle family's f32 checkpoint."""
+def load_transformers(family_dir: str, dtype: str = "float32"):
+    """(markbase config, transformers model in eager attention, `dtype` math) of an oracle family's f32
+    checkpoint."""
     import torch
     import transformers
 
@@ -128,7 +142,8 @@ def load_transformers(family_dir: str):
     cfg = load_config(ckpt)
     cls = (transformers.Gemma4UnifiedForConditionalGeneration if cfg.is_unified
            else transformers.Gemma4ForConditionalGeneration)
-    return cfg, cls.from_pretrained(ckpt, dtype=torch.float32, attn_implementation="eager").eval()
+    return cfg, cls.from_pretrained(ckpt, dtype=getattr(torch, dtype), attn_implementation="eager",
+                                    experts_implementation="eager").eval()
 
 
 def perturb(model, seed: int) -> None:
@@ -141,7 +156,9 @@ def perturb(model, seed: int) -> None:
             if not t.is_floating_point() or "inv_freq" in name or "embed_scale" in name:
                 continue
             if name.endswith("layer_scalar"):
-                t.copy_(0.5 + 0.5 * torch.rand(t.shape, generator=g))
+                # Moved off 1, but not far below it: a residual shrunk by ~0.75 per layer hands each layer's
+                # unit-RMS (post-normed) output more weight and doubles f32 noise on the 12-layer E4B.
+                t.copy_(0.75 + 0.25 * torch.rand(t.shape, generator=g))
             elif name.endswith(("input_min", "output_min")):
                 t.fill_(-2.0 - float(torch.rand((), generator=g)))
             elif name.endswith(("input_max", "output_max")):
@@ -155,6 +172,26 @@ def perturb(model, seed: int) -> None:
                 t.copy_(0.5 + torch.rand(t.shape, generator=g))
             elif t.dim() == 1:
                 t.add_(0.1 * torch.randn(t.shape, generator=g))
+
+
+def run_towers(model, family: str, module: str = "") -> None:
+    """Runs the vision and audio towers on the oracle's own images (tests/oracle/vision.py) and clips
+    (tests/oracle/audio.py): what the clip bounds are calibrated on. Only the tower of `module` if given."""
+    import torch
+
+    from . import audio, vision
+
+    vc = model.config.vision_config
+    unified = family == "12b"
+    rows = vision.BUDGET if unified else vision.BUDGET * vc.pooling_kernel_size ** 2
+    with torch.no_grad():
+        for im in (vision.images() + list(vision.video())) * ("audio_tower" not in module):
+            pv, pos = vision.processed(vc, unified, im).padded(rows)
+            model.model.get_image_features(torch.tensor(pv)[None], torch.tensor(pos)[None])
+        if getattr(model.config, "audio_config", None) is not None and "vision_tower" not in module:
+            for samples in audio.clips(family):
+                f, m = audio.extract(family, samples)
+                model.model.get_audio_features(torch.tensor(f)[None], torch.tensor(m)[None], return_dict=True)
 
 
 def prompt_ids(seed: int = 0) -> np.ndarray:
@@ -211,11 +248,11 @@ def multimodal_reference(model, ids: np.ndarray, types: np.ndarray, seed: int = 
     n_vid = int((ids == TINY_MEDIA_IDS["video_token_id"]).sum())
     img = torch.randn(n_img, H, generator=g)
     vid = torch.randn(n_vid, H, generator=g)
-    outputs = {"image": pytypes.SimpleNamespace(pooler_output=[img]),
-               "video": pytypes.SimpleNamespace(pooler_output=[vid])}
+    outputs = {"image": pytypes.SimpleNamespace(pooler_output=[img.to(model.dtype)]),
+               "video": pytypes.SimpleNamespace(pooler_output=[vid.to(model.dtype)])}
     with torch.no_grad():
         logits = model(torch.tensor(ids)[None], mm_token_type_ids=torch.tensor(types)[None],
-                       mm_encoder_outputs=outputs).logits[0].float().numpy()
+                       mm_encoder_outputs=outputs).logits[0].numpy()  # the model's own dtype (f32 or f64)
     return {"mm_ids": ids, "mm_types": types, "mm_image": img.numpy(), "mm_video": vid.numpy(), "mm_logits": logits}
 
 
@@ -230,6 +267,8 @@ def build_family(family: str, root: str) -> str:
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     model = build_model(family)
+    binding.bind_clips(model, lambda name: run_towers(model, family, name), CLIP_QUANTILE, MIN_CLIPPED)
+    precap_max = binding.bind_softcap(model, prompt_ids(), LOGIT_REACH, CAPPED_ABOVE)
     model.save_pretrained(os.path.join(tmp, "f32"))
     # Reference: eager attention, f32, from the saved checkpoint (exactly what the engine loads).
     cls = type(model)
@@ -248,9 +287,19 @@ def build_family(family: str, root: str) -> str:
     ph = placeholder_prompt()
     with torch.no_grad():
         ph_logits = ref(torch.tensor(ph)[None]).logits[0].float().numpy()
+        for what, p in (("prompt", ids), ("placeholder prompt", ph)):
+            binding.assert_well_conditioned(ref, lambda p=p: ref(torch.tensor(p)[None]).logits[0].numpy(), what)
     mm = multimodal_reference(ref, *multimodal_prompt())
+    # The same prompts in float64: the yardstick for markbase's and transformers-f32's own error.
+    with float64_math(), torch.no_grad():
+        ref64 = cls.from_pretrained(os.path.join(tmp, "f32"), dtype=torch.float64, attn_implementation="eager",
+                                    experts_implementation="eager").eval()
+        logits64 = ref64(torch.tensor(ids)[None]).logits[0].numpy()
+        ph64 = ref64(torch.tensor(ph)[None]).logits[0].numpy()
+        mm64 = multimodal_reference(ref64, mm["mm_ids"], mm["mm_types"])["mm_logits"]
     np.savez(os.path.join(tmp, "reference.npz"), ids=ids, logits=logits, greedy=gen, logits_bf16_f32=logits16,
-             ph_ids=ph, ph_logits=ph_logits, **mm)
+             ph_ids=ph, ph_logits=ph_logits, logits_f64=logits64, ph_logits_f64=ph64, mm_logits_f64=mm64,
+             precap_max=precap_max, **mm)
     with open(os.path.join(tmp, "family.json"), "w") as f:
         json.dump({"family": family, "version": CACHE_VERSION}, f)
     shutil.rmtree(out, ignore_errors=True)

@@ -12,8 +12,9 @@ import numpy as np
 
 from oracle.cache_lock import built_once
 from oracle.families import GREEDY_TOKENS, load_transformers, prompt_ids
+from oracle.float64 import float64_math
 
-CACHE_VERSION = "quantized-v1"
+CACHE_VERSION = "quantized-v2"  # v2: float64 logits of the exactly dequantized weights
 GROUP = 64
 
 
@@ -24,13 +25,20 @@ def quantized_bits(spec, bits: int, table_bits: int = 8) -> int:
     return {"matrix": bits, "table": table_bits}.get(spec.quant, 0)
 
 
-def dequantized(w: np.ndarray, bits: int) -> np.ndarray:
-    """w [.., K] f32 through MLX-affine quantization and back, row by row as the loader does."""
+def dequantized(w: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """w [.., K] f32 through MLX-affine quantization and back, row by row as the loader does: (f32, float64).
+    The f32 values are s·q + b rounded to f32; the float64 ones are exact — what the engine's quantized kernels
+    multiply (s·Σq·x + b·Σx per group), so the float64 reference is the same model to the last bit."""
     from markbase._core import Tensor, ops
 
     flat = np.ascontiguousarray(w.reshape(-1, w.shape[-1]), np.float32)
     q, s, b = ops.quantize(Tensor(flat), bits=bits, group_size=GROUP, scale_dtype="f32")
-    return ops.dequantize(q, s, b, bits=bits, group_size=GROUP).numpy().reshape(w.shape)
+    f32 = ops.dequantize(q, s, b, bits=bits, group_size=GROUP).numpy().reshape(w.shape)
+    ones, zeros = (Tensor(np.ones(s.numpy().shape, np.float32)), Tensor(np.zeros(s.numpy().shape, np.float32)))
+    levels = ops.dequantize(q, ones, zeros, bits=bits, group_size=GROUP).numpy().astype(np.float64)  # q exactly
+    per_group = lambda a: np.repeat(a.numpy().astype(np.float64), GROUP, axis=-1)  # noqa: E731
+    f64 = levels * per_group(s) + per_group(b)
+    return f32, f64.reshape(w.shape)
 
 
 @built_once(lambda family_dir, bits, table_bits: os.path.join(family_dir, f"quantized-q{bits}-e{table_bits}"))
@@ -56,11 +64,12 @@ def build(family_dir: str, bits: int, table_bits: int = 8) -> str:
     for spec in weight_table(load_config(src)):
         for n in (spec.name, *spec.aliases):
             plan[n] = quantized_bits(spec, bits, table_bits)
+    exact = {}  # name -> the float64 dequantized values
     for fname in sorted(f for f in os.listdir(src) if f.endswith(".safetensors")):
         tensors = load_file(os.path.join(src, fname))
         for name, w in tensors.items():
             if plan.get(name):
-                tensors[name] = dequantized(w, plan[name])
+                tensors[name], exact[name] = dequantized(w, plan[name])
         save_file(tensors, os.path.join(tmp, "f32", fname), metadata={"format": "pt"})
     _, ref = load_transformers(tmp)
     ids = prompt_ids()
@@ -68,7 +77,14 @@ def build(family_dir: str, bits: int, table_bits: int = 8) -> str:
         logits = ref(torch.tensor(ids)[None]).logits[0].float().numpy()
         gen = ref.generate(torch.tensor(ids)[None], max_new_tokens=GREEDY_TOKENS, do_sample=False,
                            eos_token_id=None, pad_token_id=0)[0, len(ids):].numpy()
-    np.savez(os.path.join(tmp, "reference.npz"), ids=ids, logits=logits, greedy=gen)
+    with float64_math(), torch.no_grad():
+        _, ref64 = load_transformers(tmp, "float64")
+        params = dict(ref64.named_parameters())
+        assert set(exact) <= set(params), sorted(set(exact) - set(params))[:4]
+        for name, w in exact.items():
+            params[name].copy_(torch.from_numpy(w))
+        logits64 = ref64(torch.tensor(ids)[None]).logits[0].numpy()
+    np.savez(os.path.join(tmp, "reference.npz"), ids=ids, logits=logits, greedy=gen, logits_f64=logits64)
     with open(os.path.join(tmp, "quantized.json"), "w") as f:
         json.dump({"bits": bits, "table_bits": table_bits, "group_size": GROUP, "version": CACHE_VERSION}, f)
     shutil.rmtree(out, ignore_errors=True)
