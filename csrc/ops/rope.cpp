@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/mutation.h"
 #include "ops/check.h"
 #include "ops/run_op.h"
 
@@ -51,7 +52,8 @@ std::vector<float> rope_inv_freq(RopeKind kind, int64_t head_dim, double theta, 
   } else {
     // transformers' proportional rope: rope_angles = int(p · head_dim // 2) frequencies with the FULL
     // head_dim as exponent denominator, then zeros ("nope" angles: cos 1, sin 0) up to head_dim / 2.
-    const int64_t rope_angles = int64_t(std::floor(p * double(head_dim) / 2.0));
+    const int64_t rope_angles = std::min(head_dim / 2, int64_t(std::floor(p * double(head_dim) / 2.0)) +
+                                                           (mutation("partial_rotary_plus_1") ? 1 : 0));
     inv.assign(size_t(head_dim / 2), 0.f);
     for (int64_t j = 0; j < rope_angles; ++j) inv[size_t(j)] = 1.f / pow_f32(th, float(2 * j) / float(head_dim));
   }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "core/errors.h"
+#include "core/mutation.h"
 #include "io/json.h"
 
 namespace mb::gemma4 {
@@ -288,6 +289,9 @@ TextConfig parse_text(const json::Value& tc, bool unified, const std::string& wh
     if (i >= first_shared) L.kv_mode = "reuse";
     else if (t.num_kv_shared_layers && store_of[L.layer_type] == i) L.kv_mode = "store";
     L.kv_source = L.reuses_kv() ? store_of[L.layer_type] : i;
+    if (mutation("kv_share_wrong_layer") && L.reuses_kv())  // an earlier layer of the same type
+      for (int64_t j = L.kv_source - 1; j >= 0; --j)
+        if (t.layers[size_t(j)].layer_type == L.layer_type) { L.kv_source = j; break; }
     L.intermediate_size = t.intermediate_size * (t.use_double_wide_mlp && L.reuses_kv() ? 2 : 1);
     L.has_v_proj = !(t.attention_k_eq_v && L.layer_type == kFull);
     L.rope = t.rope_parameters[L.layer_type];
@@ -306,7 +310,7 @@ TextConfig parse_text(const json::Value& tc, bool unified, const std::string& wh
   if (t.final_logit_softcapping && *t.final_logit_softcapping <= 0)
     f.fail("final_logit_softcapping", cat("must be > 0 or null, got ", *t.final_logit_softcapping));
   t.max_position_embeddings = f.integer("max_position_embeddings", t.max_position_embeddings, 1);
-  t.rms_norm_eps = f.number("rms_norm_eps", t.rms_norm_eps);
+  t.rms_norm_eps = f.number("rms_norm_eps", t.rms_norm_eps) * (mutation("text_rms_eps_x10") ? 10.0 : 1.0);
   if (t.rms_norm_eps < 0) f.fail("rms_norm_eps", cat("must be >= 0, got ", t.rms_norm_eps));
   t.tie_word_embeddings = f.boolean("tie_word_embeddings", true);
   t.pad_token_id = f.optional_integer("pad_token_id", 0, 0).value_or(0);

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/errors.h"
+#include "core/mutation.h"
 #include "runtime/nonfinite.h"
 
 namespace mb::gemma4 {
@@ -136,7 +137,8 @@ std::shared_ptr<Gemma4Model> Gemma4Model::load(const std::string& dir, const Loa
   const TextWeights& tw = m->weights_.text;
   s.embed_scale = round_to_dtype(std::sqrt(double(t.hidden_size)), tw.embed_tokens.dtype());
   if (t.has_ple())
-    s.ple_embed_scale = round_to_dtype(std::sqrt(double(t.hidden_size_per_layer_input)), tw.embed_tokens_per_layer.dtype());
+    s.ple_embed_scale = round_to_dtype(std::sqrt(double(t.hidden_size_per_layer_input - (mutation("ple_scale_sqrt_p_minus_1") ? 1 : 0))),
+                                       tw.embed_tokens_per_layer.dtype());
   for (int64_t id : m->cfg_.placeholder_token_ids()) s.placeholder_ids.push_back(int32_t(id));
   m->text_ = std::make_unique<TextDecoder>(t, m->weights_.text, s, m->exec_);
   // bf16 products are the text decoder's prefill permission (tests/models/test_bf16_products_oracle.py holds

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/errors.h"
+#include "core/mutation.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -89,8 +90,9 @@ TextDecoder::TextDecoder(const TextConfig& cfg, TextWeights weights, TextSetting
   for (const LayerSpec& lc : cfg_.layers) {
     // Sliding layers: default rope over the whole head; full layers: proportional (zeros past n_rot).
     const bool prop = lc.rope.rope_type == "proportional";
+    const double theta = lc.rope.rope_theta * (mutation("full_rope_theta_x1.01") && !lc.is_sliding() ? 1.01 : 1.0);
     std::vector<float> inv = ops::rope_inv_freq(prop ? ops::RopeKind::Proportional : ops::RopeKind::Default, lc.head_dim,
-                                                lc.rope.rope_theta, prop ? lc.rope.partial_rotary_factor : 1.0);
+                                                theta, prop ? lc.rope.partial_rotary_factor : 1.0);
     Tensor t = Tensor::empty(DType::F32, {int64_t(inv.size())});
     std::memcpy(t.data(), inv.data(), inv.size() * sizeof(float));
     inv_freq_.push_back(t);
@@ -335,7 +337,9 @@ void TextDecoder::forward_chunk(DecoderState& st, std::span<const RowSegment> se
     name_intermediate(normed, "result_norm", -1);
     ops::linear(normed, w_.embed_tokens, nullptr, logits_rows, st.ex);  // tied LM head
     if (cfg_.final_logit_softcapping)
-      ops::unary(logits_rows, logits_rows, {ops::UnaryKind::Softcap, float(*cfg_.final_logit_softcapping)}, st.ex);
+      ops::unary(logits_rows, logits_rows,
+                 {ops::UnaryKind::Softcap, float(*cfg_.final_logit_softcapping) * (mutation("softcap_x1.01") ? 1.01f : 1.f)},
+                 st.ex);
     name_intermediate(logits_rows, "result_output", -1);
   }
   scope.finish();
@@ -387,7 +391,7 @@ void TextDecoder::attention_block(DecoderState& st, std::span<const RowSegment> 
   ops::AttentionParams ap;
   ap.scale = 1.0f;
   ap.causal = true;
-  ap.window = lc.is_sliding() ? cfg_.sliding_window : 0;
+  ap.window = lc.is_sliding() ? cfg_.sliding_window - (mutation("sliding_window_minus_1") ? 1 : 0) : 0;
   const bool use_blocks = blocks && layer_uses_blocks(lc);
   ap.block_overrides_window = cfg_.model_type == "gemma4_unified_text";
   Tensor attn = A.tensor(DType::F32, {T, nh, d});
@@ -455,11 +459,16 @@ void TextDecoder::moe_block(DecoderState& st, int64_t l, const Tensor& r, Tensor
   Exec router_ex = st.ex;
   router_ex.bf16_products = false;
   ops::linear(z, lw.router_proj, nullptr, scores, router_ex);
-  ops::softmax(scores, scores, st.ex);
-  name_intermediate(scores, "ffn_moe_probs", l);
   Tensor top_w = A.tensor(DType::F32, {T, K});
   Tensor top_i = A.tensor(DType::I32, {T, K});
-  ops::topk(scores, K, top_w, top_i, st.ex);
+  if (mutation("moe_softmax_after_topk")) {  // top-k of the raw scores, softmax over the k picked
+    ops::topk(scores, K, top_w, top_i, st.ex);
+    ops::softmax(top_w, top_w, st.ex);
+  } else {
+    ops::softmax(scores, scores, st.ex);
+    name_intermediate(scores, "ffn_moe_probs", l);
+    ops::topk(scores, K, top_w, top_i, st.ex);
+  }
   // Renormalise the top-k to sum 1, fold in the learned per-expert scale; rows ordered by expert id.
   ops::route_weights(top_w, top_i, lw.router_per_expert_scale, top_w, top_i, st.ex);
 
