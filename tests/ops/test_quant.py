@@ -306,9 +306,9 @@ def test_linear_quantized_x16_byte_kernel(M, N, K, bits, group_size, sdtype):
     """The decode GEMV's byte kernel (x16 split into bytes, vpdpbusd; AVX-512 VNNI) computes the same exact
     16-bit-rounded product as the 16-bit-lane kernels: both within f32 rounding of the float64 emulation
     (MARKBASE_SIMD=avx2 reruns this file's int16 tests on the AVX2 kernels, see below)."""
+    if ops._quant_gemv_simd() != "avx512-vnni":
+        pytest.skip("this CPU has no AVX-512 VNNI: the byte kernel cannot run (its 16-bit-lane twin is tested above)")
     x, (q, s, b), deq, S = make_case(M, N, K, bits, group_size, sdtype, seed=M * 13 + N + K + bits)
-    # Without AVX-512 VNNI the switch has no effect and both runs take the AVX2 16-bit kernel (or, with no
-    # SIMD at all, the f32 one): the same checks then hold for what runs instead.
     want16 = x16_product_np(x, deq, s, b, group_size, sdtype)[0] if _x16_kernel_runs(M) else x.astype(np.float64) @ deq.T
     kw = dict(bits=bits, group_size=group_size, int16_activations=True)
     try:
@@ -444,7 +444,7 @@ def test_int16_kernels_of_avx2_on_any_x86():
     such a machine both paths are checked against the exact emulations above (on an AVX2-only machine this
     repeats the default run)."""
     if ops._quant_gemv_simd() == "portable":
-        return  # a CPU without AVX2 has no AVX2 kernels to check; the portable path is checked above
+        pytest.skip("this CPU has no AVX2: no AVX2 kernels to check (the portable path is checked above)")
     res = subprocess.run([sys.executable, "-c", _AVX2_CHILD, __file__], env=dict(os.environ, MARKBASE_SIMD="avx2"),
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
