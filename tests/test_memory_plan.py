@@ -100,3 +100,64 @@ def test_mlx_ple_table_stays_mapped(tmp_path):
     assert grown < rows * cols // 4, f"loading the 6-bit table added {grown} anonymous bytes (widened: {rows * cols})"
     plans = [plan_for(d, load_config(d), 64, 0, 64) for d in (six, four, src)]
     assert len({(p.weights_mapped_bytes, p.weights_resident_bytes) for p in plans}) == 1
+
+
+_MEASURE = """
+import json, sys
+import numpy as np
+import markbase as mb
+
+def status(key):
+    return next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith(key + ':'))
+
+def checkpoint_rss(folder):
+    # resident bytes of the mappings of the checkpoint's own files (/proc/self/smaps)
+    total, inside = 0, False
+    for line in open('/proc/self/smaps'):
+        head = line.split()
+        if head and '-' in head[0] and len(head) >= 5:
+            inside = len(head) >= 6 and head[5].startswith(folder)
+        elif inside and line.startswith('Rss:'):
+            total += int(head[1]) * 1024
+    return total
+
+path, context = sys.argv[1], int(sys.argv[2])
+base = {k: status(k) for k in ('VmRSS', 'RssAnon', 'RssFile')}
+model = mb.load(path, max_context=context)
+sess = model.session()
+ids = np.random.default_rng(0).integers(3, 1000, context - 1)
+sess.prefill(ids)          # every cache slot of the context written
+sess.decode(5)             # and one decode step: every text weight the plan counts read
+print(json.dumps({"base": base, "hwm": status('VmHWM'), "anon": status('RssAnon'), "file": checkpoint_rss(path),
+                  "plan": model.memory_plan(), "arena": sess._s.arena_bytes(), "kv": sess._s.cache_bytes()}))
+"""
+
+
+@pytest.mark.parametrize("context", [512, 4096])
+def test_plan_matches_measured_peak_memory(tmp_path, context):
+    """The plan against a real load: a fresh process loads a checkpoint, fills its whole context and decodes.
+    - its peak resident memory (VmHWM) above what it held before loading stays within the plan's total;
+    - the checkpoint's pages it maps (the Rss of its files' mappings) are the plan's mapped weights within 10%;
+    - its anonymous memory holds the planned KV cache and the session's arena, and no more than the KV cache plus
+      the plan's activation allowance (which also covers the kernels' per-thread scratch: ~10-25 MB here, growing
+      with the context through the attention's packed keys)."""
+    import json
+    import subprocess
+    import sys
+
+    from markbase.testing import make_checkpoint
+
+    path = make_checkpoint(tmp_path / "e2b", family="e2b", size="tiny", dtype="bf16", seed=2, text_only=True)
+    out = subprocess.run([sys.executable, "-c", _MEASURE, str(path), str(context)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.splitlines()[-1])
+    plan, base = got["plan"], got["base"]
+    peak, mapped, anon = got["hwm"] - base["VmRSS"], got["file"], got["anon"] - base["RssAnon"]
+    print(f"context {context}: peak +{peak / 1e6:.1f} MB (plan {plan['total_bytes'] / 1e6:.1f}), mapped "
+          f"+{mapped / 1e6:.1f} (plan {plan['weights_mapped_bytes'] / 1e6:.1f}), anonymous +{anon / 1e6:.1f} (KV "
+          f"{got['kv'] / 1e6:.1f}, arena {got['arena'] / 1e6:.1f}, allowance {plan['arena_bytes'] / 1e6:.1f})")
+    assert peak <= plan["total_bytes"], "the plan must bound what a load takes"
+    assert abs(mapped - plan["weights_mapped_bytes"]) <= 0.1 * plan["weights_mapped_bytes"]
+    assert abs(got["kv"] - plan["kv_cache_bytes"]) <= 0.01 * plan["kv_cache_bytes"]
+    assert plan["kv_cache_bytes"] + got["arena"] <= anon <= plan["kv_cache_bytes"] + plan["arena_bytes"]

@@ -171,8 +171,18 @@ def test_session_truncate(synth_model):
 
 def test_model_chat_returns_the_answer(synth_model):
     model = synth_model("31b")
-    answer = model.chat([{"role": "user", "content": "Hi"}], max_new_tokens=5, temperature=0.0)
-    assert isinstance(answer, str)
+    messages = [{"role": "user", "content": "Hi"}]
+    answer = model.chat(messages, max_new_tokens=5, temperature=0.0)
+    result = model.generate(messages, max_new_tokens=5, temperature=0.0)
+    assert answer == result.text
+    # Its tokens are the greedy ones, stepped here by argmax over the session's own logits.
+    sess = model.session()
+    logits, ids = sess.prefill(model.encode_prompt(messages)), []
+    for _ in range(len(result.token_ids)):
+        ids.append(int(np.argmax(logits)))
+        logits = sess.decode(ids[-1])
+    assert result.token_ids and ids == result.token_ids
+    assert result.finish_reason == "length" or int(np.argmax(logits)) == result.stop
 
 
 def test_thinking_prompt(synth_model):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -107,6 +107,8 @@ class Worker:
         self.completed = 0   # requests finished, failed or cancelled
         self.steps = 0       # batched decode steps run
         self.batch_rows = 0  # Σ sequences over those steps (mean batch = batch_rows / steps)
+        # The latest scheduling decisions, oldest first: ("prefill", request, tokens) or ("decode", requests).
+        self.schedule: deque = deque(maxlen=256)
         self._thread = threading.Thread(target=self._run, name="markbase-serve-worker", daemon=True)
         self._thread.start()
 
@@ -170,7 +172,9 @@ class Worker:
             self._prefilling.pop(0)
             return self._finish(job, "cancelled", None)
         try:
+            before = run.session.position
             done = run.prefill_step(job.model.prefill_chunk)
+            self.schedule.append(("prefill", id(job), run.session.position - before))
         except InputError as e:
             self._prefilling.pop(0)
             return self._finish(job, "input_error", e)
@@ -208,6 +212,7 @@ class Worker:
             return
         self.steps += 1
         self.batch_rows += len(act)
+        self.schedule.append(("decode", tuple(id(a.job) for a in act)))
         still = []
         for a, token in zip(act, nxt):
             text = a.run.advance(int(token))
