@@ -15,13 +15,14 @@ Stored per family as `audio-<VERSION>.npz` next to the checkpoints:
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
 
 from .cache_lock import built_once
-from .families import TINY_MEDIA_IDS, load_transformers
-from .float64 import float64_math
+from .families import TINY_MEDIA_IDS
+from .float64 import build_with_float64
 from . import binding
 
 VERSION = "v2"  # v2: float64 references (`*_f64`), well-conditioned prompts
@@ -139,20 +140,13 @@ def _references(family: str, cfg, model, greedy: bool, seeds: dict | None = None
 
         chosen = dict(seeds or {})
 
-        def well_conditioned(name, make):  # make(seed) -> (ids, model kwargs)
-            if name not in chosen:
-                chosen[name] = binding.well_conditioned_seed(
-                    model, lambda s: model(torch.tensor(make(s)[0])[None], **make(s)[1]).logits[0].numpy(),
-                    PROMPT_SEEDS[name], f"{name} prompt")
-            return make(chosen[name])
-
         idx = pair(family)
 
         def two_clips(seed):
             ids = prompt([("audio", feats[i][2]) for i in idx], seed=seed)
             return ids, dict(audio_kwargs(idx), mm_token_type_ids=torch.tensor(token_types(ids))[None])
 
-        ids, kw = well_conditioned("aud", two_clips)
+        ids, kw = binding.chosen_prompt(model, chosen, "aud", two_clips, PROMPT_SEEDS["aud"])
         t = torch.tensor(ids)[None]
         data["aud_ids"] = ids
         data["aud_logits"] = model(t, **kw).logits[0].numpy()
@@ -171,23 +165,18 @@ def _references(family: str, cfg, model, greedy: bool, seeds: dict | None = None
             return mix, dict(audio_kwargs([1]), pixel_values=torch.tensor(pv, dtype=model.dtype)[None],
                              image_position_ids=torch.tensor(pos)[None], mm_token_type_ids=torch.tensor(token_types(mix))[None])
 
-        mix, kw = well_conditioned("mix", image_and_clip)
+        mix, kw = binding.chosen_prompt(model, chosen, "mix", image_and_clip, PROMPT_SEEDS["mix"])
         data["mix_ids"] = mix
         data["mix_logits"] = model(torch.tensor(mix)[None], **kw).logits[0].numpy()
-        data["seeds"] = np.array([chosen["aud"], chosen["mix"]])
+        data["seeds"] = chosen
     return data
 
 
 @built_once(lambda family_dir, family: os.path.join(family_dir, "audio"))
 def build(family_dir: str, family: str) -> str:
-    out = os.path.join(family_dir, f"audio-{VERSION}.npz")
-    if os.path.exists(out):
-        return out
-    data = _references(family, *load_transformers(family_dir), greedy=True)
-    seeds = dict(zip(("aud", "mix"), (int(x) for x in data["seeds"])))
-    with float64_math():
-        f64 = _references(family, *load_transformers(family_dir, "float64"), greedy=False, seeds=seeds)
-    data.update({f"{k}_f64": v for k, v in f64.items() if not k.endswith("_ids") and not k.startswith("fe_") and k != "seeds"})
+    return build_with_float64(os.path.join(family_dir, f"audio-{VERSION}.npz"), functools.partial(_references, family),
+                              family_dir, same=lambda k: k.startswith("fe_"))
+    data = with_float64(functools.partial(_references, family), family_dir, same=lambda k: k.startswith("fe_"))
     tmp = out + ".tmp.npz"
     np.savez(tmp, **data)
     os.replace(tmp, out)

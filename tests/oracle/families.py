@@ -15,7 +15,8 @@ run in float64 (`*_f64`), the yardstick of the precision policy (tests/oracle/po
 
 Every numerical feature binds (asserted while building): the final norm is scaled so the prompt's logits
 reach ±LOGIT_REACH before the softcap; the encoders' clip bounds sit at quantiles of what each clippable
-linear sees on the oracle's own images and clips, so ≥ 1% of its inputs and of its outputs are clipped.
+linear sees on the oracle's own images and clips, so ≥ 1% of its inputs and of its outputs are clipped. The
+prompts are well-conditioned: f32 summation order alone moves their logits by at most binding.MAX_SPREAD.
 """
 
 from __future__ import annotations
@@ -258,22 +259,31 @@ def multimodal_reference(model, ids: np.ndarray, types: np.ndarray, seed: int = 
 
 @built_once(lambda family, root: os.path.join(root, family))
 def build_family(family: str, root: str) -> str:
-    import torch
-
     out = os.path.join(root, family)
     if os.path.exists(os.path.join(out, "reference.npz")):
         return out
+    import torch
     tmp = out + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     model = build_model(family)
     binding.bind_clips(model, lambda name: run_towers(model, family, name), CLIP_QUANTILE, MIN_CLIPPED)
-    precap_max = binding.bind_softcap(model, prompt_ids(), LOGIT_REACH, CAPPED_ABOVE)
+    binding.bind_softcap(model, prompt_ids(), LOGIT_REACH, CAPPED_ABOVE)
+
+    def logits_of(ids):
+        with torch.no_grad():
+            return model(torch.tensor(ids)[None]).logits[0].numpy()
+
+    # Prompts whose logits f32 summation order alone moves by at most binding.MAX_SPREAD; the final norm then
+    # scaled for the chosen prompt.
+    seed = binding.well_conditioned_seed(model, lambda s: logits_of(prompt_ids(s)), 0, "prompt")
+    ph_seed = binding.well_conditioned_seed(model, lambda s: logits_of(placeholder_prompt(s)), 0, "placeholder prompt")
+    precap_max = binding.bind_softcap(model, prompt_ids(seed), LOGIT_REACH, CAPPED_ABOVE)
     model.save_pretrained(os.path.join(tmp, "f32"))
     # Reference: eager attention, f32, from the saved checkpoint (exactly what the engine loads).
     cls = type(model)
     ref = cls.from_pretrained(os.path.join(tmp, "f32"), dtype=torch.float32, attn_implementation="eager").eval()
-    ids = prompt_ids()
+    ids = prompt_ids(seed)
     with torch.no_grad():
         logits = ref(torch.tensor(ids)[None]).logits[0].float().numpy()
         gen = ref.generate(torch.tensor(ids)[None], max_new_tokens=GREEDY_TOKENS, do_sample=False,
@@ -284,11 +294,9 @@ def build_family(family: str, root: str) -> str:
     ref16 = cls.from_pretrained(os.path.join(tmp, "bf16"), dtype=torch.float32, attn_implementation="eager").eval()
     with torch.no_grad():
         logits16 = ref16(torch.tensor(ids)[None]).logits[0].float().numpy()
-    ph = placeholder_prompt()
+    ph = placeholder_prompt(ph_seed)
     with torch.no_grad():
         ph_logits = ref(torch.tensor(ph)[None]).logits[0].float().numpy()
-        for what, p in (("prompt", ids), ("placeholder prompt", ph)):
-            binding.assert_well_conditioned(ref, lambda p=p: ref(torch.tensor(p)[None]).logits[0].numpy(), what)
     mm = multimodal_reference(ref, *multimodal_prompt())
     # The same prompts in float64: the yardstick for markbase's and transformers-f32's own error.
     with float64_math(), torch.no_grad():

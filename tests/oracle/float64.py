@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
+
 
 @contextlib.contextmanager
 def float64_math():
@@ -42,3 +44,26 @@ def float64_math():
         yield
     finally:
         torch.Tensor.float, torch.Tensor.to, F.softmax, torch.softmax = orig_float, orig_to, orig_softmax, orig_tsoftmax
+
+
+def build_with_float64(out: str, references, family_dir: str, same=lambda key: False) -> str:
+    """Writes `out` (an .npz) once: `references(cfg, model, greedy, seeds)` on transformers-f32 (greedy tokens
+    included, prompt seeds searched and returned as data["seeds"], a dict), then in float64 with the same seeds;
+    the float64 results join as `<key>_f64`, but for the prompts' ids and the keys `same(key)` names (inputs both
+    runs share)."""
+    import os
+
+    from .families import load_transformers
+
+    if os.path.exists(out):
+        return out
+    data = references(*load_transformers(family_dir), greedy=True, seeds=None)
+    seeds = data.pop("seeds")
+    with float64_math():
+        f64 = references(*load_transformers(family_dir, "float64"), greedy=False, seeds=seeds)
+    data.update({f"{k}_f64": v for k, v in f64.items() if k != "seeds" and not k.endswith("_ids") and not same(k)})
+    data["seeds"] = np.array(list(seeds.values()))
+    tmp = out + ".tmp.npz"
+    np.savez(tmp, **data)
+    os.replace(tmp, out)
+    return out

@@ -18,8 +18,8 @@ import os
 import numpy as np
 
 from .cache_lock import built_once
-from .families import TINY_MEDIA_IDS, load_transformers
-from .float64 import float64_math
+from .families import TINY_MEDIA_IDS
+from .float64 import build_with_float64
 from . import binding
 
 VERSION = "v3"  # v3: float64 references (`*_f64`), well-conditioned prompts; v2: two video frames, not three (the video test took ~1 min per family on metal-sim on a slow VM)
@@ -92,11 +92,7 @@ def _references(cfg, model, greedy: bool, seeds: dict | None = None) -> dict[str
                 return ids, dict(pixel_values=pv[idx], image_position_ids=pos[idx],
                                  mm_token_type_ids=torch.tensor(token_types(ids))[None])
 
-            if name not in chosen:
-                chosen[name] = binding.well_conditioned_seed(
-                    model, lambda s: model(torch.tensor(image_prompt(s)[0])[None], **image_prompt(s)[1]).logits[0].numpy(),
-                    PROMPT_SEEDS[name], f"{name}-image prompt")
-            ids, kw = image_prompt(chosen[name])
+            ids, kw = binding.chosen_prompt(model, chosen, name, image_prompt, PROMPT_SEEDS[name])
             t = torch.tensor(ids)[None]
             data[f"{name}_ids"] = ids
             data[f"{name}_logits"] = model(t, **kw).logits[0].numpy()
@@ -113,27 +109,17 @@ def _references(cfg, model, greedy: bool, seeds: dict | None = None) -> dict[str
                               num_frames_per_video=torch.tensor([len(frames)]),
                               mm_token_type_ids=torch.tensor(token_types(vids))[None])
 
-        if "video" not in chosen:
-            chosen["video"] = binding.well_conditioned_seed(
-                model, lambda s: model(torch.tensor(video_prompt(s)[0])[None], **video_prompt(s)[1]).logits[0].numpy(),
-                PROMPT_SEEDS["video"], "video prompt")
-        vids, vkw = video_prompt(chosen["video"])
+        vids, vkw = binding.chosen_prompt(model, chosen, "video", video_prompt, PROMPT_SEEDS["video"])
         data["vid_ids"] = vids
         data["vid_logits"] = model(torch.tensor(vids)[None], **vkw).logits[0].numpy()
-        data["seeds"] = np.array([chosen["one"], chosen["two"], chosen["video"]])
+        data["seeds"] = chosen
     return data
 
 
 @built_once(lambda family_dir, family: os.path.join(family_dir, "vision"))
 def build(family_dir: str, family: str) -> str:
-    out = os.path.join(family_dir, f"vision-{VERSION}.npz")
-    if os.path.exists(out):
-        return out
-    data = _references(*load_transformers(family_dir), greedy=True)
-    seeds = dict(zip(("one", "two", "video"), (int(x) for x in data["seeds"])))
-    with float64_math():
-        f64 = _references(*load_transformers(family_dir, "float64"), greedy=False, seeds=seeds)
-    data.update({f"{k}_f64": v for k, v in f64.items() if not k.endswith("_ids") and k != "seeds"})
+    return build_with_float64(os.path.join(family_dir, f"vision-{VERSION}.npz"), _references, family_dir)
+    data = with_float64(_references, family_dir)
     tmp = out + ".tmp.npz"
     np.savez(tmp, **data)
     os.replace(tmp, out)
