@@ -121,7 +121,10 @@ namespace {
 // kGemvU accumulators per x row whatever MR: a row's sum does not depend on the pass it is computed in.
 constexpr int64_t kGemvPrefetchBytes = 2048;  // (512: +10%, 4096 / 8192: no better on the Xeon VM)
 constexpr int kGemvU = 4;
-constexpr int kGemvMaxMR = 4;  // x rows per pass
+// x rows per pass. 2: on Zen 5 (one [32768, 1536] matrix, best of interleaved runs on a busy machine) 4 rows
+// took 2.27-2.46 ms as two passes of 2 against 2.74-3.08 as one pass of 4 (the former 4 x 1 accumulators:
+// 2.40-2.64), 8 rows 3.7-4.2 against 3.8-4.3 (4.1-4.6); 1 and 2 rows as before.
+constexpr int kGemvMaxMR = 2;
 
 template <int MR>
 MB_BF16_TARGET void gemv_rows(const uint16_t* xb, int64_t ldx, const bf16_t* W, int64_t K, int64_t rows, float* res) {
@@ -160,7 +163,7 @@ MB_BF16_TARGET void gemv_rows(const uint16_t* xb, int64_t ldx, const bf16_t* W, 
 }
 
 using GemvRowsFn = void (*)(const uint16_t*, int64_t, const bf16_t*, int64_t, int64_t, float*);
-constexpr GemvRowsFn kGemvRows[kGemvMaxMR + 1] = {nullptr, gemv_rows<1>, gemv_rows<2>, gemv_rows<3>, gemv_rows<4>};
+constexpr GemvRowsFn kGemvRows[kGemvMaxMR + 1] = {nullptr, gemv_rows<1>, gemv_rows<2>};
 constexpr int64_t kGemvBlockBytes = 192 << 10;  // weight bytes per claimed block of rows
 constexpr int64_t kGemvMaxBlockRows = 1024;
 

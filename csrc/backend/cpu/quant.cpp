@@ -771,8 +771,8 @@ void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const
   if (!decode_rows && M <= kMaxBytePassRows && activation_bits && byte_kernel_for(16)) {
     const int64_t passes = (M + 7) / 8;
     bool done = true;
-    for (int64_t p = 0, m0 = 0; p < passes && done; ++p) {
-      const int64_t m1 = M * (p + 1) / passes;  // balanced passes
+    for (int64_t pass = 0, m0 = 0; pass < passes && done; ++pass) {
+      const int64_t m1 = M * (pass + 1) / passes;  // balanced passes
       done = gemv_quantized_bytes(m1 - m0, X + m0 * K, w, bf, Y + m0 * N, 16);
       m0 = m1;
     }
