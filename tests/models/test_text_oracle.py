@@ -49,7 +49,9 @@ def test_prefill_then_decode_equals_full_forward(oracle, load_model, family, dev
         rows.append(sess.decode(int(t))[None])
     assert sess.position == len(ids)
     stepwise = np.concatenate(rows)
-    assert rel_err(stepwise, full) <= 1e-5
+    # f32 sums in two orders (decode GEMV, prefill GEMM); the random E4B amplifies them most: 7.6e-6 with the
+    # GEMV's old per-row-count accumulators, 1.1e-5 with one layout for every row (batch-invariant decode).
+    assert rel_err(stepwise, full) <= 2e-5
     assert rel_err(stepwise, ref["logits"]) <= 1e-4
 
 
