@@ -5,10 +5,11 @@
 // (lane partial sums / k tiles) but is fixed for a given shape.
 //
 // Three variants, chosen by csrc/backend/metal/linear_dispatch.cpp:
-//   matvec  (decode, M <= 4): a simdgroup owns kMatvecRows rows of w; its lanes stride over K (lane l
-//           reads k = l, l + 32, ...: neighbouring lanes read neighbouring bytes), keep one f32 partial
-//           sum per (x row, w row), and simd_sum them (a float4 per x row: the 4 w rows in one call).
-//           Every weight byte is read once.
+//   matvec  (decode, M <= 4; any M for a batched decode step, LinearParams::row_invariant): a simdgroup owns
+//           kMatvecRows rows of w; its lanes stride over K (lane l reads k = l, l + 32, ...: neighbouring lanes
+//           read neighbouring bytes), keep one f32 partial sum per (x row, w row), and simd_sum them (a float4
+//           per x row: the 4 w rows in one call). Threadgroup row y of the grid takes x rows [4y, 4y + 4).
+//           A row's sum does not depend on the other rows. Every weight byte is read once per 4 x rows.
 //   simdmm  (prefill): a threadgroup computes a 32 x 32 tile of out; per k-step it stages 32 x 32 tiles
 //           of x and w (converted to f32) in threadgroup memory, and each of its 4 simdgroups multiplies
 //           a 16 x 16 quarter with 8 x 8 simdgroup_matrix multiply-accumulates.
@@ -19,7 +20,7 @@
 // bias dtype = w dtype, binds an empty buffer at buffer(2) and sets args.has_bias = 0 (never read).
 //
 // Bytes per call (Sx, Sw, Sb = bytes per element of x, w, bias: 4 f32, 2 bf16 / f16; plus 16 bytes of args):
-//   linear_matvec_*  reads N*K*Sw (w, once) + M*K*Sx per simdgroup (x, tiny and cache-resident: DRAM
+//   linear_matvec_*  reads ceil(M/4)*N*K*Sw (w, once per slab of 4 x rows) + M*K*Sx per simdgroup (x, tiny and cache-resident: DRAM
 //                    traffic ~M*K*Sx) + N*Sb (bias), writes M*N*Sx.
 //   linear_simdmm_*, linear_tiled_*  read ceil(N/32)*M*K*Sx (x, once per column of tiles) +
 //                    ceil(M/32)*N*K*Sw (w, once per row of tiles) + ceil(M/32)*N*Sb, write M*N*Sx.
@@ -36,9 +37,10 @@ inline float bias_at(DEVICE_PTR(const BS) bias, constant LinearArgs& args, uint 
 }
 
 template <typename XS, typename WS, typename BS>
+// x, out: the slab's first row; M: its rows (at most kMatvecMaxM).
 inline void matvec_body(DEVICE_PTR(const XS) x, DEVICE_PTR(const WS) w, DEVICE_PTR(const BS) bias, DEVICE_PTR(XS) out,
-                        constant LinearArgs& args, uint group, uint simd_group, uint simd_lane, uint simdgroups) {
-  const uint M = args.M, K = args.K, N = args.N;
+                        constant LinearArgs& args, uint M, uint group, uint simd_group, uint simd_lane, uint simdgroups) {
+  const uint K = args.K, N = args.N;
   const uint n0 = (group * simdgroups + simd_group) * kMatvecRows;
   if (n0 >= N) return;  // the whole simdgroup leaves together; this kernel has no barriers
   static_assert(kMatvecRows == 4, "a simdgroup's rows are the lanes of one float4");
@@ -154,7 +156,9 @@ inline void tiled_body(DEVICE_PTR(const XS) x, DEVICE_PTR(const WS) w, DEVICE_PT
   kernel void linear_matvec_##xd##_##wd##_##bd(DEVICE_PTR(const XS) x [[buffer(0)]], DEVICE_PTR(const WS) w [[buffer(1)]], \
                                                DEVICE_PTR(const BS) bias [[buffer(2)]], DEVICE_PTR(XS) out [[buffer(3)]], \
                                                constant LinearArgs& args [[buffer(4)]], MB_THREAD_POSITION) {        \
-    matvec_body<XS, WS, BS>(x, w, bias, out, args, tgid.x, simd_group, simd_lane, tg_size.x / 32);                  \
+    const uint m0 = tgid.y * kMatvecMaxM; /* this threadgroup's slab of x rows */                                 \
+    matvec_body<XS, WS, BS>(x + ulong(m0) * args.K, w, bias, out + ulong(m0) * args.N, args,                        \
+                            min(kMatvecMaxM, args.M - m0), tgid.x, simd_group, simd_lane, tg_size.x / 32);           \
   }                                                                                                                \
   MB_REGISTER_KERNEL(linear_matvec_##xd##_##wd##_##bd)                                                             \
   kernel void linear_simdmm_##xd##_##wd##_##bd(DEVICE_PTR(const XS) x [[buffer(0)]], DEVICE_PTR(const WS) w [[buffer(1)]], \
@@ -205,7 +209,7 @@ MB_LINEAR_KERNELS_X(bf16, bf16_t)
         for (uint i = 0; i < kMatvecRows && n0 + i < N; ++i) out[ulong(r) * N + n0 + i] = 0.0f;                    \
       return;                                                                                                      \
     }                                                                                                              \
-    matvec_body<float, WS, WS>(x + ulong(r) * K, w + ulong(e) * N * K, w, out + ulong(r) * N, args.row, tgid.x,      \
+    matvec_body<float, WS, WS>(x + ulong(r) * K, w + ulong(e) * N * K, w, out + ulong(r) * N, args.row, 1u, tgid.x,  \
                                simd_group, simd_lane, tg_size.x / 32);                                             \
   }                                                                                                                \
   MB_REGISTER_KERNEL(linear_gathered_f32_##wd)

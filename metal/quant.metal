@@ -4,8 +4,10 @@
 // b stored as f32 / bf16 / f16 (ST). Activations and outputs f32; each weight is dequantized to f32 as
 // s·q + b (two roundings, as the CPU reference) before its product, and every sum is f32.
 // Kernels (dispatch: csrc/backend/metal/quant_dispatch.cpp):
-//   linear_quantized_matvec_q<bits>_<ST>_<BS>  decode (M <= 4): a simdgroup owns kQMatvecRows rows of w,
-//       lanes stride over k (as linear.metal's matvec), partial sums reduced with simd_sum (a float4 per x row).
+//   linear_quantized_matvec_q<bits>_<ST>_<BS>  decode (M <= 4; any M under LinearParams::row_invariant, grid
+//       row y taking x rows [4y, 4y + 4)): a simdgroup owns kQMatvecRows rows of w, lanes stride over k (as
+//       linear.metal's matvec), partial sums reduced with simd_sum (a float4 per x row); a row's sum does not
+//       depend on the other rows.
 //   linear_quantized_tiled_q<bits>_<ST>_<BS>   prefill: a 32 × 32 out tile per threadgroup, x and the
 //       dequantized w staged through threadgroup memory 16 k at a time; 256 threads, 2 × 2 outputs each.
 //   linear_quantized_gathered_q<bits>_<ST>     row r of x through matrix ids[r] of stacked w (the matvec body).
@@ -13,7 +15,7 @@
 // BS: the bias dtype (bound empty and never read without a bias; the name then repeats ST).
 //
 // Bytes per call (Sq = bits / 8 bytes per weight, Ss = bytes per scale, g = group size):
-//   matvec  reads N·K·Sq (q, once) + 2·N·(K/g)·Ss (scales, biases) + M·K·4 (x, cache-resident) + N·Sb,
+//   matvec  reads ceil(M/4)·N·K·Sq (q, once per slab of 4 x rows) + 2·ceil(M/4)·N·(K/g)·Ss (scales, biases) + M·K·4 (x, cache-resident) + N·Sb,
 //           writes M·N·4.
 //   tiled   reads ceil(M/32)·N·K·(Sq + 2·Ss/g) (w, once per row of tiles) + ceil(N/32)·M·K·4 (x) + N·Sb,
 //           writes M·N·4.
@@ -59,8 +61,10 @@ inline float qbias_at(DEVICE_PTR(const BS) bias, constant QuantLinearArgs& a, ui
 template <uint BITS, typename ST, typename BS>
 inline void qmatvec_body(DEVICE_PTR(const float) x, DEVICE_PTR(const uchar) q, DEVICE_PTR(const ST) s,
                          DEVICE_PTR(const ST) b, DEVICE_PTR(const BS) bias, DEVICE_PTR(float) out,
-                         constant QuantLinearArgs& a, uint group, uint simd_group, uint simd_lane, uint simdgroups) {
-  const uint M = a.M, K = a.K, N = a.N;
+                         constant QuantLinearArgs& a, uint M, uint group, uint simd_group, uint simd_lane,
+                         uint simdgroups) {
+  // x, out: the slab's first row; M: its rows (at most kQMatvecMaxM).
+  const uint K = a.K, N = a.N;
   const uint n0 = (group * simdgroups + simd_group) * kQMatvecRows;
   if (n0 >= N) return;  // the whole simdgroup leaves together; no barriers below
   static_assert(kQMatvecRows == 4, "a simdgroup's rows are the lanes of one float4");
@@ -121,7 +125,9 @@ inline void qtiled_body(DEVICE_PTR(const float) x, DEVICE_PTR(const uchar) q, DE
       DEVICE_PTR(const ST) s [[buffer(2)]], DEVICE_PTR(const ST) b [[buffer(3)]],                                 \
       DEVICE_PTR(const BS) bias [[buffer(4)]], DEVICE_PTR(float) out [[buffer(5)]],                               \
       constant QuantLinearArgs& args [[buffer(6)]], MB_THREAD_POSITION) {                                         \
-    qmatvec_body<bits, ST, BS>(x, q, s, b, bias, out, args, tgid.x, simd_group, simd_lane, tg_size.x / 32);       \
+    const uint m0 = tgid.y * kQMatvecMaxM; /* this threadgroup's slab of x rows */                               \
+    qmatvec_body<bits, ST, BS>(x + ulong(m0) * args.K, q, s, b, bias, out + ulong(m0) * args.N, args,             \
+                               min(kQMatvecMaxM, args.M - m0), tgid.x, simd_group, simd_lane, tg_size.x / 32);     \
   }                                                                                                               \
   MB_REGISTER_KERNEL(linear_quantized_matvec_q##bits##_##sd##_##bd)                                               \
   kernel void linear_quantized_tiled_q##bits##_##sd##_##bd(                                                       \
@@ -168,7 +174,7 @@ MB_QLINEAR_KERNELS_S(8, f16, half)
     }                                                                                                             \
     const ulong sb = ulong(e) * N * args.lin.groups;                                                              \
     qmatvec_body<bits, ST, ST>(x + ulong(r) * K, q + ulong(e) * N * args.lin.row_bytes, s + sb, b + sb, s,          \
-                               out + ulong(r) * N, args.lin, tgid.x, simd_group, simd_lane, tg_size.x / 32);      \
+                               out + ulong(r) * N, args.lin, 1u, tgid.x, simd_group, simd_lane, tg_size.x / 32);  \
   }                                                                                                               \
   MB_REGISTER_KERNEL(linear_quantized_gathered_q##bits##_##sd)
 

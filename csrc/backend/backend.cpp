@@ -6,14 +6,18 @@ namespace mb {
 
 void Backend::no_kernel(const char* op) const { throw DeviceError(cat(op, ": no ", name(), " kernel yet")); }
 
-void Backend::linear(const Tensor&, const Tensor&, const Tensor*, Tensor&, bool) const { no_kernel("linear"); }
-void Backend::linear_gathered(const Tensor&, const Tensor&, const Tensor&, Tensor&) const {
+void Backend::linear(const Tensor&, const Tensor&, const Tensor*, Tensor&, const ops::LinearParams&) const {
+  no_kernel("linear");
+}
+void Backend::linear_gathered(const Tensor&, const Tensor&, const Tensor&, Tensor&, const ops::LinearParams&) const {
   no_kernel("linear_gathered");
 }
-void Backend::linear_quantized(const Tensor&, const ops::QuantizedMatrix&, const Tensor*, Tensor&, int) const {
+void Backend::linear_quantized(const Tensor&, const ops::QuantizedMatrix&, const Tensor*, Tensor&,
+                               const ops::LinearParams&) const {
   no_kernel("linear_quantized");
 }
-void Backend::linear_quantized_gathered(const Tensor&, const ops::QuantizedMatrix&, const Tensor&, Tensor&, int) const {
+void Backend::linear_quantized_gathered(const Tensor&, const ops::QuantizedMatrix&, const Tensor&, Tensor&,
+                                        const ops::LinearParams&) const {
   no_kernel("linear_quantized_gathered");
 }
 void Backend::embedding_quantized(const ops::QuantizedMatrix&, const Tensor&, Tensor&, float) const {

@@ -36,15 +36,18 @@ class Backend {
   virtual HostAllocFn host_allocator() const { return nullptr; }
 
   // linear (ops/linear.h)
-  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, bool bf16_products) const;
-  virtual void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) const;
+  // (p: what the kernels may do and must keep, ops/params.h LinearParams)
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
+                      const ops::LinearParams& p) const;
+  virtual void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out,
+                               const ops::LinearParams& p) const;
   // quant (ops/quant.h)
   virtual void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
-                                int activation_bits) const;
+                                const ops::LinearParams& p) const;
   virtual void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const;
   // w: stacked matrices (q [E, N, K·bits/8], scales / biases [E, N, K / group_size]).
   virtual void linear_quantized_gathered(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out,
-                                         int activation_bits) const;
+                                         const ops::LinearParams& p) const;
   // embedding (ops/embedding.h), topk (ops/topk.h)
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out, float scale) const;
   virtual void topk(const Tensor& x, int64_t k, Tensor& values, Tensor& indices) const;

@@ -47,7 +47,7 @@ void bind_ops_quant(py::module_& m) {
   m.def("linear_quantized", [](const py::object& xo, const py::object& q, const py::object& s, const py::object& b,
                                int bits, int group_size, const py::object& bo, const py::object& out,
                                const std::string& device, bool reference, bool int16_activations,
-                               bool int8_activations) {
+                               bool int8_activations, bool row_invariant) {
     const char* op = "linear_quantized";
     Tensor x = as_tensor(xo, op, "x");
     ops::QuantizedMatrix w = matrix_of(q, s, b, bits, group_size, op);
@@ -59,15 +59,18 @@ void bind_ops_quant(py::module_& m) {
       Exec e = ex;
       e.int16_activations = int16_activations;
       e.int8_activations = int8_activations;
+      e.row_invariant = row_invariant;
       ops::linear_quantized(x, w, bias ? &*bias : nullptr, y, e);
     });
     return y;
   }, py::arg("x"), py::arg("q"), py::arg("scales"), py::arg("biases"), py::kw_only(), py::arg("bits"),
      py::arg("group_size"), py::arg("bias") = py::none(), py::arg("out") = py::none(), py::arg("device") = "cpu",
      py::arg("reference") = false, py::arg("int16_activations") = false, py::arg("int8_activations") = false,
+     py::arg("row_invariant") = false,
      "x [..., K] f32 times the dequantized [N, K] matrix transposed (+ bias): [..., N] f32. int16_activations "
      "lets the CPU decode kernel round x per group to 16-bit integers (ops/quant.h); int8_activations lets "
-     "its rows with 4-bit weights on AVX-512 VNNI round x to 8-bit integers instead (the rest as int16_activations).");
+     "its rows with 4-bit weights on AVX-512 VNNI round x to 8-bit integers instead (the rest as int16_activations). "
+     "row_invariant: each row of out as that row of x alone gives it, bit for bit.");
   m.def("linear_quantized_gathered", [](const py::object& xo, const py::object& q, const py::object& s,
                                         const py::object& b, const py::object& ido, int bits, int group_size,
                                         const py::object& out, const std::string& device, bool reference,

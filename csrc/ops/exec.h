@@ -24,6 +24,11 @@ struct Exec {
   // vdpbf16ps; decode rows: the GEMV on the rounded x) where the CPU does that faster than f32 FMAs
   // (backend/cpu/gemm.h: bf16_products_enabled).
   bool bf16_products = false;
+  // Every linear computes each row of x as it would a single row, bit for bit: a row's result does not
+  // depend on how many rows the call has or what they hold (ops/params.h: LinearParams::row_invariant).
+  // TextDecoder::forward_batch sets it for a decode step shared by several sequences, so a sequence's
+  // logits do not depend on its batch. Prefill leaves it off (its GEMMs sum in another order).
+  bool row_invariant = false;
 };
 
 }  // namespace mb

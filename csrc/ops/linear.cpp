@@ -5,6 +5,13 @@
 
 namespace mb::ops {
 
+LinearParams linear_params(const Exec& ex) {
+  LinearParams p;
+  p.bf16_products = ex.bf16_products;
+  p.row_invariant = ex.row_invariant;
+  return p;
+}
+
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, const Exec& ex) {
   Check c{"linear"};
   c.dtype(x, "x", {DType::F32, DType::BF16});
@@ -22,7 +29,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, c
   c.no_alias(out, "out", x, "x");
   c.no_alias(out, "out", w, "w");
   if (bias) c.no_alias(out, "out", *bias, "bias");
-  run_op(c.op, ex, {&x, &w, bias}, {&out}, [&](const Backend& b) { b.linear(x, w, bias, out, ex.bf16_products); });
+  run_op(c.op, ex, {&x, &w, bias}, {&out}, [&](const Backend& b) { b.linear(x, w, bias, out, linear_params(ex)); });
 }
 
 void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out, const Exec& ex) {
@@ -47,7 +54,7 @@ void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor
   run_op(c.op, ex, {&x, &w, &ids}, {&out}, [&](const Backend& b) {
     // A deferred backend's ids may still be in flight: its kernel writes a zero row for a bad one instead.
     if (!b.deferred()) c.indices_in_range(ids, "ids", E, "w's matrices");
-    b.linear_gathered(x, w, ids, out);
+    b.linear_gathered(x, w, ids, out, linear_params(ex));
   });
 }
 

@@ -33,6 +33,21 @@ struct QuantizedMatrix {
   }
 };
 
+// linear, linear_gathered (ops/linear.h) and their quantized forms (ops/quant.h): what the kernel may do,
+// from the caller's Exec (ops/exec.h). Permissions and a constraint; a backend that has no use for one
+// ignores it (Metal: always f32 products, and its row kernels are row-invariant whatever the flag).
+struct LinearParams {
+  // Dense bf16 weights: x may be rounded to bf16 and the exact bf16 products summed in f32
+  // (Exec::bf16_products).
+  bool bf16_products = false;
+  // Quantized weights: x may be rounded per weight group to this many bits (0: f32 products; 16; 8 with
+  // 4-bit weights) (Exec::int16_activations / int8_activations, ops/quant.h).
+  int activation_bits = 0;
+  // Each row of x must come out as it would alone (M = 1), bit for bit, whatever the number and the
+  // values of the other rows: no kernel chosen by the row count (Exec::row_invariant).
+  bool row_invariant = false;
+};
+
 // Value c of a packed row of `bits`-bit values. A value spans at most two bytes, and the second only when
 // it straddles them, so no byte past the row's K·bits/8 is read.
 inline uint32_t affine_value(const uint8_t* row, int64_t c, int bits) {

@@ -187,6 +187,12 @@ int activation_bits(const Exec& ex, const QuantizedMatrix& w) {
   return ex.int16_activations ? 16 : 0;
 }
 
+LinearParams linear_params(const Exec& ex, const QuantizedMatrix& w) {
+  LinearParams p = linear_params(ex);
+  p.activation_bits = activation_bits(ex, w);
+  return p;
+}
+
 void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* bias, Tensor& out, const Exec& ex) {
   Check c{"linear_quantized"};
   check_quantized(w, c.op, "w");
@@ -204,7 +210,7 @@ void linear_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor* b
   c.no_alias(out, "out", w.q, "w.q");
   if (bias) c.no_alias(out, "out", *bias, "bias");
   run_op(c.op, ex, {&x, &w.q, &w.scales, &w.biases, bias}, {&out},
-         [&](const Backend& b) { b.linear_quantized(x, w, bias, out, activation_bits(ex, w)); });
+         [&](const Backend& b) { b.linear_quantized(x, w, bias, out, linear_params(ex, w)); });
 }
 
 void linear_quantized_gathered(const Tensor& x, const QuantizedMatrix& w, const Tensor& ids, Tensor& out,
@@ -239,7 +245,7 @@ void linear_quantized_gathered(const Tensor& x, const QuantizedMatrix& w, const 
   c.no_alias(out, "out", ids, "ids");
   run_op(c.op, ex, {&x, &w.q, &w.scales, &w.biases, &ids}, {&out}, [&](const Backend& b) {
     if (!b.deferred()) c.indices_in_range(ids, "ids", E, "w's matrices");
-    b.linear_quantized_gathered(x, w, ids, out, activation_bits(ex, w));
+    b.linear_quantized_gathered(x, w, ids, out, linear_params(ex, w));
   });
 }
 

@@ -34,6 +34,8 @@ void check_quantized(const QuantizedMatrix& m, const char* op, const char* what,
 
 // The rounding ex allows the activations of products with w: 0 (f32), 16 or 8 bits (Backend::linear_quantized).
 int activation_bits(const Exec& ex, const QuantizedMatrix& w);
+// What ex lets the linear kernels with quantized w do (linear_params(ex) with activation_bits(ex, w)).
+LinearParams linear_params(const Exec& ex, const QuantizedMatrix& w);
 
 // out = x · Wᵀ (+ bias) with W the dequantized matrix [N, K]:
 //   x: [..., K] f32 contiguous; bias: [N] f32 / bf16 / f16 or null; out: [..., N] f32, not overlapping.

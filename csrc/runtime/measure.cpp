@@ -14,10 +14,12 @@ class MeasureBackend final : public Backend {
   const char* name() const override { return "measure"; }
   // Outputs are never produced: front doors must not read inputs on the host (index checks).
   bool deferred() const override { return true; }
-  void linear(const Tensor&, const Tensor&, const Tensor*, Tensor&, bool) const override {}
-  void linear_gathered(const Tensor&, const Tensor&, const Tensor&, Tensor&) const override {}
-  void linear_quantized(const Tensor&, const ops::QuantizedMatrix&, const Tensor*, Tensor&, int) const override {}
-  void linear_quantized_gathered(const Tensor&, const ops::QuantizedMatrix&, const Tensor&, Tensor&, int) const override {}
+  void linear(const Tensor&, const Tensor&, const Tensor*, Tensor&, const ops::LinearParams&) const override {}
+  void linear_gathered(const Tensor&, const Tensor&, const Tensor&, Tensor&, const ops::LinearParams&) const override {}
+  void linear_quantized(const Tensor&, const ops::QuantizedMatrix&, const Tensor*, Tensor&,
+                        const ops::LinearParams&) const override {}
+  void linear_quantized_gathered(const Tensor&, const ops::QuantizedMatrix&, const Tensor&, Tensor&,
+                                 const ops::LinearParams&) const override {}
   void embedding_quantized(const ops::QuantizedMatrix&, const Tensor&, Tensor&, float) const override {}
   void embedding(const Tensor&, const Tensor&, Tensor&, float) const override {}
   void topk(const Tensor&, int64_t, Tensor&, Tensor&) const override {}

@@ -308,8 +308,8 @@ class Model:
         each prompt is prefilled into its own session, then every unfinished sequence advances by one
         batched decode step per token (each weight read once for all of them). Returns one GenerationResult
         per prompt, in order. The options apply to every prompt; seed s gives prompt i the seed s + i.
-        Greedy output equals generate()'s for each prompt alone (up to the summation order of the batched
-        matrix products: more than 8 sequences take the GEMM kernels)."""
+        Each prompt's output equals generate()'s for it alone, bit for bit (greedy, or sampled with its seed):
+        a batched step computes every sequence as it would alone (tests/generation/test_batch.py)."""
         from .generate import run_batch
 
         if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)) or not prompts:
@@ -448,7 +448,7 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     moves by at most 2^-16 of its group's largest magnitude, far below the 4- / 8-bit weights' own rounding)
     for about 1.2-1.3x the speed, and the text decoder's CPU products with bf16 weights on CPUs where
     vdpbf16ps beats an f32 FMA (AMD Zen 4 / 5 with AVX512_BF16), which round x to bf16 and sum the exact
-    bf16 products in f32 (~2x the prefill speed, a lighter decode GEMV; the MoE router and experts and the encoders stay f32); "f32" keeps every product in f32 (exact to
+    bf16 products in f32 (~2x the prefill speed, a lighter decode GEMV; the MoE router and the encoders stay f32); "f32" keeps every product in f32 (exact to
     transformers run in f32 on the same / dequantized weights; the oracle tests use it). "fast" is "auto"
     plus 8-bit activations (dx = max|x_g| / 127, as llama.cpp) in the decode GEMV with 4-bit weights on
     AVX2 and AVX-512 VNNI: faster 4-bit decode, each input moved by up to 2^-8 of its group's largest (README:

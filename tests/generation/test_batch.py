@@ -3,10 +3,12 @@ several sequences, each with its own cache and position, advanced by one step th
 The reference is each sequence run alone through the single-sequence path (itself held to transformers
 by the oracle tests).
 
-Thresholds: a batched step computes every row with the same ops as a single step; only the linear kernels'
-summation order may differ (the GEMV tile shape changes with the row count, and more than 8 rows take the
-GEMM), so logits agree to f32 rounding of the products: max |Δ| ≤ 1e-4 · max |logits| (observed ≤ 1e-6),
-and greedy tokens are equal."""
+Policy: batch-invariant, bit for bit. A sequence's logits (np.array_equal) and its sampled tokens do not
+depend on how many other sequences share its decode step, nor on their order, at every precision ("auto",
+"fast", "f32") and on every device. A batched step runs its linears row-invariant (Exec::row_invariant):
+each row takes the decode kernels with the accumulator layout and the activation rounding of a single row
+(no GEMM, no kernel chosen by the row count; the MoE experts multiply the same way whether gathered or
+grouped). Nothing here is a tolerance: a batch that changes one bit of one logit fails."""
 
 import numpy as np
 import pytest
@@ -14,75 +16,114 @@ import pytest
 import markbase as mb
 from markbase import _core
 
-DEVICES = mb.devices()
 PROMPTS = ["Tell me a story about a robot.", "Hello", "What is the capital of France? Answer in one word.",
            "Count: one two three", "A longer prompt that runs through a few more positions than the others do.",
            "Why?", "Summarise this sentence.", "Name three colours.", "Translate 'cat' into French.",
            "What comes after Tuesday?"]
-
-
-def rel(a, b):
-    return float(np.max(np.abs(np.asarray(a) - np.asarray(b))) / np.max(np.abs(np.asarray(b))))
+FAMILIES = ["e2b", "e4b", "26b", "31b", "12b"]
+PRECISIONS = ["auto", "fast", "f32"]
+# 1-8: the GEMV sizes (1-4 one pass, 5-8 two); 9 and 16 took the GEMM before row_invariant; 3+ tokens (top-8
+# experts: 24 rows) take the 26B's grouped experts where 1-2 take the gathered ones.
+CPU_BATCHES = [1, 2, 3, 7, 8, 9, 16]
+# metal-sim is a simulator (~1000x slower; a simulated LM head over the real 262,144-entry vocabulary costs
+# ~1 s per row): 1, 2 (matvec before too) and 5 (the simdmm GEMM before row_invariant).
+SIM_BATCHES = [1, 2, 5]
+STEPS = 2  # the second step reads the cache rows the batched first step wrote
 
 
 @pytest.fixture(scope="module")
 def models(synthetic):
     cache = {}
 
-    def get(family, device="cpu"):
-        if (family, device) not in cache:
-            # precision="f32": batched and single steps then differ only in summation order. Under "auto" both
-            # multiply the same bf16-rounded x (tests/ops/test_linear.py: test_linear_bf16_products_decode_rows)
-            # in a different order too, but the random tiny 26B amplified that into one flipped greedy token at
-            # 10 rows (step 7) on the Zen 4 VM of stop 23.
-            cache[family, device] = mb.load(synthetic(family), device=device, max_context=256, precision="f32")
-        return cache[family, device]
+    def get(family, precision="auto", device="cpu", quantize=None):
+        key = (family, precision, device, quantize)
+        if key not in cache:
+            cache[key] = mb.load(synthetic(family), device=device, max_context=256, precision=precision,
+                                 quantize=quantize)
+        return cache[key]
 
     return get
 
 
-# Every family on the CPU at 3 and 7 rows (GEMV) and the dense and MoE decoders at 10 (GEMM). Not on metal-sim:
-# generation around the batched step (prompts, sampling, stop rules) runs on the host whatever the device, and
-# the batched forward pass on the device is held to single steps logit by logit below. (These checkpoints keep
-# the real 262,144-entry vocabulary: a simulated LM head costs ~1 s per row; the sim cases here took ~6
-# minutes of a CI run on a slow VM.)
-CASES = [("cpu", f, b, 12) for f in ("e2b", "26b", "12b", "31b") for b in (3, 7)]
-CASES += [("cpu", f, 10, 12) for f in ("e2b", "26b")]
+def prompt_ids(model, n):
+    """n prompts of different lengths (so different positions), token ids."""
+    return [model.encode_prompt(PROMPTS[i % len(PROMPTS)])[: 4 + i] for i in range(n)]
 
 
-@pytest.mark.parametrize("device,family,batch,tokens", CASES)
-def test_generate_batch_equals_one_at_a_time(models, family, device, batch, tokens):
-    model = models(family, device)
-    prompts = [[{"role": "user", "content": p}] for p in PROMPTS[:batch]]
-    got = model.generate_batch(prompts, temperature=0, max_new_tokens=tokens)
-    for p, g in zip(prompts, got):
-        want = model.generate(p, temperature=0, max_new_tokens=tokens)
-        assert g.token_ids == want.token_ids and g.text == want.text and g.finish_reason == want.finish_reason
-        assert g.prompt_tokens == want.prompt_tokens
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("family", ["e2b", "26b"])
-def test_decode_batch_logits_equal_single_steps(models, family, device):
-    """Sessions at different positions (different prompt lengths) advanced together for several steps
-    (metal-sim, a simulator ~1000x slower: three sessions for two steps)."""
-    model = models(family, device)
-    ids = [model.encode_prompt(p) for p in PROMPTS[:5 if device == "cpu" else 3]]
-    batch = [model.session() for _ in ids]
-    alone = [model.session() for _ in ids]
-    nxt = []
-    for s, a, i in zip(batch, alone, ids):
+def single_steps(model, ids, first):
+    """Per sequence: its logits at each of STEPS decode steps run alone, and the tokens fed (greedy after
+    `first`)."""
+    logits, tokens = [], []
+    for i, t in zip(ids, first):
+        s = model.session()
         s.prefill(i)
-        nxt.append(int(np.argmax(a.prefill(i))))
-    for _ in range(6 if device == "cpu" else 2):
-        got = _core.gemma4.decode_batch([s._s for s in batch], np.array(nxt, np.int32))
-        want = [a.decode(t) for a, t in zip(alone, nxt)]
-        for g, w in zip(got, want):
-            assert rel(g[0], w) <= 1e-4
-        assert [s.position for s in batch] == [a.position for a in alone]
-        nxt = [int(np.argmax(w)) for w in want]
-    # The batch sessions go on alone from where they are: their caches hold the same thing.
-    np.testing.assert_allclose(batch[1].decode(nxt[1]), alone[1].decode(nxt[1]), rtol=0, atol=1e-4 * 30)
+        rows, fed = [], []
+        for _ in range(STEPS):
+            fed.append(t)
+            rows.append(np.asarray(s.decode(t)).reshape(-1).copy())
+            t = int(np.argmax(rows[-1]))
+        logits.append(rows)
+        tokens.append(fed)
+    return logits, tokens
+
+
+def check_batches(model, batches, orders=()):
+    """decode_batch over each batch size (the first B sequences) and each order in `orders` equals every
+    sequence's single steps bit for bit."""
+    n = max([max(batches)] + [len(o) for o in orders])
+    ids = prompt_ids(model, n)
+    want, fed = single_steps(model, ids, [5 + i for i in range(n)])
+    for members in [list(range(b)) for b in batches] + [list(o) for o in orders]:
+        sessions = [model.session() for _ in members]
+        for s, m in zip(sessions, members):
+            s.prefill(ids[m])
+        for step in range(STEPS):
+            got = _core.gemma4.decode_batch([s._s for s in sessions], np.array([fed[m][step] for m in members], np.int32))
+            for s, m, g in zip(sessions, members, got):
+                g = np.asarray(g).reshape(-1)
+                assert np.array_equal(g, want[m][step]), (
+                    f"batch {members}, sequence {m}, step {step}: max |diff| {np.max(np.abs(g - want[m][step]))}")
+        assert [s.position for s in sessions] == [len(ids[m]) + STEPS for m in members]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_decode_batch_rows_equal_single_steps(models, synthetic, family, precision):
+    """Every batch size, and 16 sequences in a shuffled order, on the CPU."""
+    model = models(family, precision)
+    order = list(np.random.default_rng(7).permutation(16))
+    check_batches(model, CPU_BATCHES, orders=[order])
+
+
+@pytest.mark.parametrize("family", ["e2b", "26b"])
+def test_decode_batch_quantized(models, family):
+    """4-bit weights at precision="fast": the byte GEMV with 8-bit activations for any row count."""
+    model = models(family, "fast", quantize="q4")
+    check_batches(model, [1, 3, 9, 16], orders=[[5, 0, 3, 1, 4, 2, 8, 7, 6]])
+
+
+@pytest.mark.parametrize("family", ["e2b", "26b"])
+def test_decode_batch_metal_sim(models, family):
+    if "metal-sim" not in mb.devices():
+        pytest.skip("metal-sim not built")
+    model = models(family, "auto", device="metal-sim")
+    check_batches(model, SIM_BATCHES)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_generate_batch_equals_one_at_a_time(models, family, precision):
+    """Greedy and seeded sampling: each prompt's tokens as generate() gives them alone (9 prompts: the batch
+    shrinks as sequences finish)."""
+    model = models(family, precision)
+    prompts = [[{"role": "user", "content": p}] for p in PROMPTS[:9]]
+    for opts in ({"temperature": 0}, {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 11}):
+        got = model.generate_batch(prompts, max_new_tokens=6, **opts)
+        for i, (p, g) in enumerate(zip(prompts, got)):
+            alone = dict(opts, seed=opts["seed"] + i) if "seed" in opts else opts
+            want = model.generate(p, max_new_tokens=6, **alone)
+            assert g.token_ids == want.token_ids and g.text == want.text and g.finish_reason == want.finish_reason
+            assert g.prompt_tokens == want.prompt_tokens
 
 
 def test_step_batch_samples_each_with_its_own_sampler(models):

@@ -19,7 +19,7 @@ import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import run_guarded, tensor, to_f64
+from parity import rng, run_guarded, tensor, to_f64
 from references.linear import W_DTYPES, X_DTYPES, assert_linear_close, make_inputs, numpy_linear
 
 # (M, K, N): every M in {1, 3, 33} and every K, N in {1, 3, 31, 32, 33, 257, 4097} appears, plus the other
@@ -370,3 +370,28 @@ def test_linear_out_may_not_alias():
     t = mb.Tensor(buf)
     with pytest.raises(mb.InputError, match="linear: out overlaps input x"):
         ops.linear(t, np.ones((4, 4), np.float32), out=t)
+
+
+# Row counts across every kernel boundary: one pass of 4 rows, two, the old GEMV limit (8), the GEMM sizes.
+ROW_INVARIANT_M = [2, 3, 4, 5, 8, 9, 17]
+
+
+@pytest.mark.parametrize("K", [200, 4100])  # K > 4096: the CPU's stream kernel instead of the row kernel
+@pytest.mark.parametrize("w_dtype,bf16_products", [("f32", False), ("bf16", False), ("bf16", True), ("f16", False)])
+def test_linear_row_invariant(K, w_dtype, bf16_products, device):
+    """row_invariant (a batched decode step): every row of out equals the product of that row alone, bit for
+    bit, whatever the row count (CPU: the decode GEMV in passes of 4 rows, one accumulator layout; Metal:
+    matvec in slabs of 4 rows). Without it more rows may take a GEMM, whose sums differ."""
+    if device != "cpu" and K > 4096:
+        pytest.skip("the stream kernel is the CPU's")
+    r = rng(K + len(w_dtype))
+    x = r.normal(size=(max(ROW_INVARIANT_M), K)).astype(np.float32)
+    wt, bt = tensor(r.normal(size=(24, K)).astype(np.float32), w_dtype), tensor(r.normal(size=24).astype(np.float32), "f32")
+    kw = dict(device=device, bf16_products=bf16_products)
+    alone = [to_f64(ops.linear(x[m:m + 1], wt, bt, **kw)) for m in range(len(x))]
+    for M in ROW_INVARIANT_M:
+        got = to_f64(ops.linear(x[:M], wt, bt, row_invariant=True, **kw))
+        for m in range(M):
+            assert np.array_equal(got[m], alone[m][0]), f"M={M} row {m}: {np.max(np.abs(got[m] - alone[m][0]))}"
+        rev = to_f64(ops.linear(np.ascontiguousarray(x[:M][::-1]), wt, bt, row_invariant=True, **kw))
+        assert np.array_equal(rev[::-1], got), f"M={M}: rows in reverse order"

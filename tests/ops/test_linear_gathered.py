@@ -9,7 +9,7 @@ import pytest
 
 import markbase as mb
 from markbase._core import ops
-from parity import rng, run_guarded, tensor
+from parity import rng, run_guarded, tensor, to_f64
 from references.linear import W_DTYPES, assert_linear_close, round_to
 
 
@@ -70,3 +70,21 @@ def test_linear_gathered_bad_input(operand, call):
         call()
     msg = str(e.value)
     assert msg.startswith("linear_gathered: ") and (f" {operand} " in msg or f"{operand}[" in msg), msg
+
+
+@pytest.mark.parametrize("bf16_products", [False, True])
+@pytest.mark.parametrize("R", [1, 2, 5, 9, 16])
+def test_linear_gathered_rows_as_linear(R, bf16_products, device):
+    """Each row bit for bit as linear() of its matrix gives that row alone, bf16_products included (the MoE
+    experts multiply the same way gathered or grouped), with row_invariant (a batched decode step) however
+    many rows share a matrix."""
+    r = rng(R + 100 * bf16_products)
+    E, N, K = 4, 24, 96
+    x = r.normal(size=(R, K)).astype(np.float32)
+    w = r.normal(size=(E, N, K)).astype(np.float32)
+    ids = r.integers(0, E, size=R).astype(np.int32)
+    got = to_f64(ops.linear_gathered(x, tensor(w, "bf16"), ids, device=device, bf16_products=bf16_products,
+                                     row_invariant=True))
+    for i, e in enumerate(ids):
+        want = to_f64(ops.linear(x[i:i + 1], tensor(w[e], "bf16"), device=device, bf16_products=bf16_products))
+        assert np.array_equal(got[i], want[0]), f"row {i} (matrix {e})"

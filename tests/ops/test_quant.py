@@ -448,3 +448,27 @@ def test_int16_kernels_of_avx2_on_any_x86():
     res = subprocess.run([sys.executable, "-c", _AVX2_CHILD, __file__], env=dict(os.environ, MARKBASE_SIMD="avx2"),
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+
+@pytest.mark.parametrize("flags", [{}, {"int16_activations": True}, {"int8_activations": True}])
+@pytest.mark.parametrize("bits,group_size", [(4, 64), (8, 32), (4, 128)])
+def test_linear_quantized_row_invariant(bits, group_size, flags, device):
+    """row_invariant (a batched decode step): every row bit for bit as that row alone gives it, with the
+    activation rounding of a single row, for row counts that otherwise take the 8-row byte GEMV, its passes
+    (9-20) or the GEMM (more); a non-finite row leaves the others as they are alone."""
+    N, K = 40, 256
+    x, (q, s, b), _, _ = make_case(25, N, K, bits, group_size, "bf16", seed=bits + group_size)
+    kw = dict(bits=bits, group_size=group_size, device=device, **flags)
+    alone = [to_f64(ops.linear_quantized(x[m:m + 1], q, s, b, **kw))[0] for m in range(len(x))]
+    for M in (2, 5, 9, 16, 25):
+        got = to_f64(ops.linear_quantized(x[:M], q, s, b, row_invariant=True, **kw))
+        for m in range(M):
+            assert np.array_equal(got[m], alone[m]), f"M={M} row {m}: {np.max(np.abs(got[m] - alone[m]))}"
+    if device != "cpu":
+        return
+    bad = x[:9].copy()
+    bad[4, 7] = np.nan
+    got = to_f64(ops.linear_quantized(bad, q, s, b, row_invariant=True, **kw))
+    assert np.isnan(got[4]).all()
+    for m in (0, 1, 2, 3, 5, 6, 7, 8):
+        assert np.array_equal(got[m], alone[m]), f"row {m} beside a NaN row"

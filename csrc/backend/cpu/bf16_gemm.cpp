@@ -115,13 +115,20 @@ bool bf16_products_enabled() {
 
 namespace {
 
-// Decode rows (M <= 8) against `rows` consecutive weight rows, one row after the other (each thread's block is
-// one sequential stream): res[m · rows + r] = Σ over k pairs of bf16 products, vdpbf16ps, 32 weights per
+// Decode rows against `rows` consecutive weight rows, one row after the other (each thread's block is one
+// sequential stream): res[m · rows + r] = Σ over k pairs of bf16 products, vdpbf16ps, 32 weights per
 // instruction — a quarter of the f32 GEMV's vector work per byte, so the core keeps up with the memory.
+// kGemvU accumulators per x row whatever MR: a row's sum does not depend on the pass it is computed in.
 constexpr int64_t kGemvPrefetchBytes = 2048;  // (512: +10%, 4096 / 8192: no better on the Xeon VM)
+constexpr int kGemvU = 4;
+// x rows per pass. 2: on Zen 5 (one [32768, 1536] matrix, best of interleaved runs on a busy machine) 4 rows
+// took 2.27-2.46 ms as two passes of 2 against 2.74-3.08 as one pass of 4 (the former 4 x 1 accumulators:
+// 2.40-2.64), 8 rows 3.7-4.2 against 3.8-4.3 (4.1-4.6); 1 and 2 rows as before.
+constexpr int kGemvMaxMR = 2;
 
-template <int MR, int U>
+template <int MR>
 MB_BF16_TARGET void gemv_rows(const uint16_t* xb, int64_t ldx, const bf16_t* W, int64_t K, int64_t rows, float* res) {
+  constexpr int U = kGemvU;
   const int64_t pairs = K / 2;
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t* w = reinterpret_cast<const int32_t*>(W + r * K);
@@ -136,7 +143,7 @@ MB_BF16_TARGET void gemv_rows(const uint16_t* xb, int64_t ldx, const bf16_t* W, 
         // one stream per thread is too few for the hardware prefetchers alone (20 -> 24 GB/s on 1536 x 6144).
         _mm_prefetch(reinterpret_cast<const char*>(w + p + 16 * u) + kGemvPrefetchBytes, _MM_HINT_T0);
         const __m512bh wv = (__m512bh)_mm512_loadu_si512(w + p + 16 * u);
-#pragma GCC unroll 8
+#pragma GCC unroll 4
         for (int m = 0; m < MR; ++m)
           acc[m][u] = _mm512_dpbf16_ps(acc[m][u], wv, (__m512bh)_mm512_loadu_si512(xb + m * ldx + 2 * (p + 16 * u)));
       }
@@ -156,8 +163,7 @@ MB_BF16_TARGET void gemv_rows(const uint16_t* xb, int64_t ldx, const bf16_t* W, 
 }
 
 using GemvRowsFn = void (*)(const uint16_t*, int64_t, const bf16_t*, int64_t, int64_t, float*);
-constexpr GemvRowsFn kGemvRows[9] = {nullptr, gemv_rows<1, 4>, gemv_rows<2, 2>, gemv_rows<3, 2>, gemv_rows<4, 1>,
-                                     gemv_rows<5, 1>, gemv_rows<6, 1>, gemv_rows<7, 1>, gemv_rows<8, 1>};
+constexpr GemvRowsFn kGemvRows[kGemvMaxMR + 1] = {nullptr, gemv_rows<1>, gemv_rows<2>};
 constexpr int64_t kGemvBlockBytes = 192 << 10;  // weight bytes per claimed block of rows
 constexpr int64_t kGemvMaxBlockRows = 1024;
 
@@ -165,7 +171,7 @@ constexpr int64_t kGemvMaxBlockRows = 1024;
 
 bool gemv_bf16_products(int64_t M, int64_t N, int64_t K, const float* X, const bf16_t* W, const float* bias,
                         float* Y) {
-  if (!bf16_products_enabled() || M < 1 || M > 8 || N <= 0 || K <= 0 || K % 2) return false;
+  if (!bf16_products_enabled() || M < 1 || N <= 0 || K <= 0 || K % 2) return false;
   const int64_t ldx = (K + 31) / 32 * 32;  // x rows rounded to bf16, zero-padded to whole vectors
   thread_local std::vector<uint16_t> xb_store;
   if (xb_store.size() < size_t(M * ldx)) xb_store.resize(size_t(M * ldx));
@@ -174,15 +180,19 @@ bool gemv_bf16_products(int64_t M, int64_t N, int64_t K, const float* X, const b
   const int64_t block_rows = std::clamp<int64_t>(kGemvBlockBytes / (2 * K), 1, kGemvMaxBlockRows);
   const int64_t nblocks = (N + block_rows - 1) / block_rows;
   const int64_t threads = std::min<int64_t>(ThreadPool::global().num_threads(), nblocks);
-  const GemvRowsFn fn = kGemvRows[M];
   std::atomic<int64_t> next{0};
   parallel_for(threads, 1, [&](int64_t, int64_t) {
-    float res[8 * kGemvMaxBlockRows];
+    float res[kGemvMaxMR * kGemvMaxBlockRows];
     for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < nblocks;) {
       const int64_t n0 = b * block_rows, nb = std::min(block_rows, N - n0);
-      fn(xb, ldx, W + n0 * K, K, nb, res);
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t r = 0; r < nb; ++r) Y[m * N + n0 + r] = res[m * nb + r] + (bias ? bias[n0 + r] : 0.f);
+      // x rows in passes of at most kGemvMaxMR over the block (from L2 after the first pass).
+      for (int64_t m0 = 0; m0 < M; m0 += kGemvMaxMR) {
+        const int64_t mr = std::min<int64_t>(kGemvMaxMR, M - m0);
+        kGemvRows[mr](xb + m0 * ldx, ldx, W + n0 * K, K, nb, res);
+        for (int64_t m = 0; m < mr; ++m)
+          for (int64_t r = 0; r < nb; ++r)
+            Y[(m0 + m) * N + n0 + r] = res[m * nb + r] + (bias ? bias[n0 + r] : 0.f);
+      }
     }
   });
   return true;

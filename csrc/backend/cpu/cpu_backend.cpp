@@ -23,20 +23,21 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(bool reference) : ref_(reference) {}
   const char* name() const override { return ref_ ? "cpu-reference" : "cpu"; }
 
-  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, bool bf16_products) const override {
-    ref_ ? cpu::linear_ref(x, w, bias, out) : cpu::linear_fast(x, w, bias, out, bf16_products);
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
+              const ops::LinearParams& p) const override {
+    ref_ ? cpu::linear_ref(x, w, bias, out) : cpu::linear_fast(x, w, bias, out, p);
   }
-  void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) const override {
-    ref_ ? cpu::linear_gathered_ref(x, w, ids, out) : cpu::linear_gathered_fast(x, w, ids, out);
+  void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out,
+                       const ops::LinearParams& p) const override {
+    ref_ ? cpu::linear_gathered_ref(x, w, ids, out) : cpu::linear_gathered_fast(x, w, ids, out, p);
   }
   void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
-                        int activation_bits) const override {
-    ref_ ? cpu::linear_quantized_ref(x, w, bias, out) : cpu::linear_quantized_fast(x, w, bias, out, activation_bits);
+                        const ops::LinearParams& p) const override {
+    ref_ ? cpu::linear_quantized_ref(x, w, bias, out) : cpu::linear_quantized_fast(x, w, bias, out, p);
   }
   void linear_quantized_gathered(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out,
-                                 int activation_bits) const override {
-    ref_ ? cpu::linear_quantized_gathered_ref(x, w, ids, out)
-         : cpu::linear_quantized_gathered_fast(x, w, ids, out, activation_bits);
+                                 const ops::LinearParams& p) const override {
+    ref_ ? cpu::linear_quantized_gathered_ref(x, w, ids, out) : cpu::linear_quantized_gathered_fast(x, w, ids, out, p);
   }
   void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const override {
     cpu::embedding_quantized(table, ids, out, scale);  // a gather: one kernel serves as reference and fast

@@ -42,9 +42,10 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const Ge
 // sums over k pairs in order. False (nothing written) when it does not apply: !bf16_products_enabled() or
 // an odd K.
 bool gemm_bf16_products(int64_t M, int64_t N, int64_t K, const float* A, const bf16_t* B, const float* bias, float* C);
-// The same products for decode rows (1 <= M <= 8, bf16_t B [N, K] contiguous): A rounded to bf16, weight rows
-// streamed in order, one vdpbf16ps per 32 weights, f32 sums (lanes, then across lanes). False when it does
-// not apply (as gemm_bf16_products, or M outside 1..8).
+// The same products for decode rows (M >= 1, bf16_t B [N, K] contiguous): A rounded to bf16, weight rows
+// streamed in order, one vdpbf16ps per 32 weights, f32 sums (lanes, then across lanes) in an order that does
+// not depend on M (rows in passes of at most 2 over each block of B). False when it does not apply (as
+// gemm_bf16_products). linear_fast takes it for up to 8 rows, or any number under row_invariant.
 bool gemv_bf16_products(int64_t M, int64_t N, int64_t K, const float* A, const bf16_t* B, const float* bias, float* C);
 // bf16_products_supported(): AVX512_BF16 present and AVX-512 kernels allowed (MARKBASE_SIMD). enabled():
 // supported, and worth it — on AMD (Zen 4 / 5 do twice the multiply-adds of an f32 FMA with vdpbf16ps, Intel

@@ -16,7 +16,10 @@
 //     block is one sequential stream, 16-lane accumulators): on Zen 4 with 2 MB pages (the kernel maps the
 //     checkpoint's page cache that way) one stream per core read up to ~30 GB/s where eight read ~23.
 // Summation order differs from the reference (8 lane sums, then the tail) but is fixed: the result does
-// not depend on the number of threads.
+// not depend on the number of threads, nor, in the GEMV kernels, on the number of x rows or what they hold
+// (each (x row, w row) sum has one accumulator layout; more x rows only run more tiles or passes over a
+// block). The GEMM sums in another order: LinearParams::row_invariant (a batched decode step) keeps any
+// number of rows on the GEMV, so a row comes out as it would alone.
 #include "backend/cpu/linear.h"
 
 #include <algorithm>
@@ -238,9 +241,13 @@ void run_block(const Problem& p, const Kernels& ks, const WT* w, int64_t n0, int
 
 // res[m · rows + r] = Σ_k x[m·ldx + k] · w[r·K + k] for MR x rows and `rows` consecutive w rows, one row after
 // the other: each thread's weights are one sequential stream (on Zen 4 with the checkpoint on 2 MB pages, one
-// stream per core reads ~30 GB/s where eight interleaved ones read ~23). U·16 lanes per accumulator row.
-template <int MR, int U, class WT>
+// stream per core reads ~30 GB/s where eight interleaved ones read ~23). kRowsU·16 lanes per accumulator row
+// whatever MR, so a row's sum is the same whichever pass and pass size it is computed in.
+constexpr int kRowsU = 4;
+constexpr int kRowsMaxMR = 4;  // x rows per pass: MR·kRowsU accumulators and the w vectors fit 32 zmm
+template <int MR, class WT>
 MB_AVX512_TARGET void rows_avx512(const float* x, int64_t ldx, const WT* w, int64_t K, int64_t rows, float* res) {
+  constexpr int U = kRowsU;
   for (int64_t r = 0; r < rows; ++r) {
     const WT* wr = w + r * K;
     __m512 acc[MR][U];
@@ -253,7 +260,7 @@ MB_AVX512_TARGET void rows_avx512(const float* x, int64_t ldx, const WT* w, int6
         // 2 KB ahead in the stream, as gemv_rows in bf16_gemm.cpp (one stream per thread needs the help).
         _mm_prefetch(reinterpret_cast<const char*>(wr + k + 16 * u) + 2048, _MM_HINT_T0);
         const __m512 wv = load16_f32(wr + k + 16 * u);
-#pragma GCC unroll 8
+#pragma GCC unroll 4
         for (int m = 0; m < MR; ++m) acc[m][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + m * ldx + k + 16 * u), acc[m][u]);
       }
     }
@@ -273,11 +280,10 @@ MB_AVX512_TARGET void rows_avx512(const float* x, int64_t ldx, const WT* w, int6
 template <class WT>
 using RowsFn = void (*)(const float*, int64_t, const WT*, int64_t, int64_t, float*);
 template <class WT>
-RowsFn<WT> rows_kernel(int64_t M) {
-  static const RowsFn<WT> fns[9] = {nullptr, rows_avx512<1, 4, WT>, rows_avx512<2, 2, WT>, rows_avx512<3, 2, WT>,
-                                    rows_avx512<4, 1, WT>, rows_avx512<5, 1, WT>, rows_avx512<6, 1, WT>,
-                                    rows_avx512<7, 1, WT>, rows_avx512<8, 1, WT>};
-  return fns[M];
+RowsFn<WT> rows_kernel(int64_t mr) {
+  static const RowsFn<WT> fns[kRowsMaxMR + 1] = {nullptr, rows_avx512<1, WT>, rows_avx512<2, WT>, rows_avx512<3, WT>,
+                                                 rows_avx512<4, WT>};
+  return fns[mr];
 }
 
 // Weight bytes per claimed block of rows: long enough that a block is mostly streaming, short enough that the
@@ -296,14 +302,17 @@ void run_rows_avx512(const Problem& p, const WT* w) {
   const int64_t macs_per_block = std::max<int64_t>(1, block_rows * p.K * p.M);
   const int64_t grain = std::max<int64_t>(1, kMinMacsPerChunk / macs_per_block);
   const int64_t threads = std::min<int64_t>(ThreadPool::global().num_threads(), (nblocks + grain - 1) / grain);
-  const RowsFn<WT> fn = rows_kernel<WT>(p.M);
   std::atomic<int64_t> next{0};
   parallel_for(threads, 1, [&](int64_t, int64_t) {
-    float res[8 * kMaxBlockRows];
+    float res[kRowsMaxMR * kMaxBlockRows];
     for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < nblocks;) {
       const int64_t n0 = b * block_rows, nb = std::min(block_rows, p.N - n0);
-      fn(p.x, p.K, w + n0 * p.K, p.K, nb, res);
-      store_tile(p, 0, int(p.M), n0, int(nb), 1, res);
+      // x rows in passes of at most kRowsMaxMR over the block (from L2 after the first pass).
+      for (int64_t m0 = 0; m0 < p.M; m0 += kRowsMaxMR) {
+        const int mr = int(std::min<int64_t>(kRowsMaxMR, p.M - m0));
+        rows_kernel<WT>(mr)(p.x + m0 * p.K, p.K, w + n0 * p.K, p.K, nb, res);
+        store_tile(p, m0, mr, n0, int(nb), 1, res);
+      }
     }
   });
 }
@@ -337,7 +346,8 @@ void run_typed(const Problem& p, const WT* w) {
 
 }  // namespace
 
-void linear_fast(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, bool bf16_products) {
+void linear_fast(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, const ops::LinearParams& lp) {
+  const bool bf16_products = lp.bf16_products;
   const int64_t M = rows_of(x), K = x.size(-1), N = w.size(0);
   if (M == 0 || N == 0) return;
   // Scratch grows to the largest call and is then reused: no allocation per call in steady state.
@@ -354,7 +364,7 @@ void linear_fast(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& o
     for (int64_t n = 0; n < N; ++n) bbuf[size_t(n)] = load_any(*bias, n);
     bf = bbuf.data();
   }
-  if (M > kMaxGemvRows) {
+  if (M > kMaxGemvRows && !lp.row_invariant) {
     // Prefill: the blocked GEMM (backend/cpu/gemm.h), into out directly when it is f32.
     thread_local std::vector<float> cbuf;
     float* c = out.data_as<float>();
@@ -370,7 +380,7 @@ void linear_fast(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& o
     return;
   }
   // Decode rows with bf16 products: the GEMM's rounding of x and its vdpbf16ps, so a token gets the same
-  // products whichever path (prefill, decode, batch) it takes.
+  // products whichever path (prefill, decode, batch) it takes, and the same sums in any decode step.
   if (bf16_products && w.dtype() == DType::BF16 && x.dtype() == DType::F32 &&
       gemv_bf16_products(M, N, K, xf, w.data_as<const bf16_t>(), bf, out.data_as<float>()))
     return;

@@ -15,7 +15,8 @@ void linear_gathered_ref(const Tensor& x, const Tensor& w, const Tensor& ids, Te
   }
 }
 
-void linear_gathered_fast(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) {
+void linear_gathered_fast(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out,
+                          const ops::LinearParams& p) {
   const int64_t R = x.size(0), K = x.size(1), E = w.size(0), N = w.size(1);
   const int32_t* id = ids.data_as<const int32_t>();
   // rows of matrix e: order[start[e] .. start[e + 1]), increasing (a counting sort). The buffers belong to
@@ -34,7 +35,7 @@ void linear_gathered_fast(const Tensor& x, const Tensor& w, const Tensor& ids, T
     if (n == 0) continue;
     if (n == 1) {  // decode: each expert serves one row, which is already a [1, K] view
       Tensor out_row = out.slice(0, rows[0], rows[0] + 1);
-      linear_fast(x.slice(0, rows[0], rows[0] + 1), w.select(0, e), nullptr, out_row);
+      linear_fast(x.slice(0, rows[0], rows[0] + 1), w.select(0, e), nullptr, out_row, p);
       continue;
     }
     // [n, K] gathered rows -> one dense linear over matrix e -> scattered back.
@@ -44,7 +45,7 @@ void linear_gathered_fast(const Tensor& x, const Tensor& w, const Tensor& ids, T
     Tensor y = Tensor::wrap_contiguous(ys_buf.data(), DType::F32, {n, N}, nullptr, StorageKind::External);
     for (int64_t i = 0; i < n; ++i)
       std::memcpy(xs.data_as<float>() + i * K, x.data_as<const float>() + rows[i] * K, size_t(K) * sizeof(float));
-    linear_fast(xs, w.select(0, e), nullptr, y);
+    linear_fast(xs, w.select(0, e), nullptr, y, p);
     for (int64_t i = 0; i < n; ++i)
       std::memcpy(out.data_as<float>() + rows[i] * N, y.data_as<const float>() + i * N, size_t(N) * sizeof(float));
   }

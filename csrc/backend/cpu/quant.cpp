@@ -731,11 +731,26 @@ bool byte_kernel_for(int activation_bits) {
 }  // namespace
 
 void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
-                           int activation_bits) {
+                           const ops::LinearParams& p) {
+  const int activation_bits = p.activation_bits;
   const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = w.rows();
   if (M == 0 || N == 0) return;
   const float* X = x.data_as<const float>();
   float* Y = out.data_as<float>();
+  if (p.row_invariant && M > 1) {
+    // Every row as it would come out alone (M = 1, below): a non-finite x takes the f32 kernels, so a row
+    // holding one would change the others' kernel; then the rows go one at a time.
+    const bool finite = std::all_of(X, X + M * K, [](float v) { return std::isfinite(v); });
+    if (!finite) {
+      const Tensor x2 = x.reshape({M, K});
+      Tensor y2 = out.reshape({M, N});
+      for (int64_t m = 0; m < M; ++m) {
+        Tensor y_row = y2.slice(0, m, m + 1);
+        linear_quantized_fast(x2.slice(0, m, m + 1), w, bias, y_row, p);
+      }
+      return;
+    }
+  }
   // The bias as f32 [N] for the kernels that take it so (null without one), converted once per call.
   thread_local std::vector<float> bbuf;
   const float* bf = nullptr;
@@ -744,25 +759,27 @@ void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const
     for (int64_t n = 0; n < N; ++n) bbuf[size_t(n)] = bias_at(bias, n);
     bf = bbuf.data();
   }
-  // 8-bit x only from bytes; the 16-bit kernels serve it everywhere else.
-  if (M <= 8 && byte_kernel_for(activation_bits) && gemv_quantized_bytes(M, X, w, bf, Y, activation_bits)) return;
+  // 8-bit x only from bytes; the 16-bit kernels serve it everywhere else. Under row_invariant any number of
+  // rows take the decode kernels (each row's sums are its own, with the rounding of a single row).
+  const bool decode_rows = M <= 8 || p.row_invariant;
+  if (decode_rows && byte_kernel_for(activation_bits) && gemv_quantized_bytes(M, X, w, bf, Y, activation_bits)) return;
   // 9–20 rows (a larger batched decode step, a short prompt): the byte GEMV in passes of at most 8 rows,
   // each reading the weights again, beats the GEMM, whose weight packing costs about as much as 16 rows of
   // products (Zen 5, one interleaved run: [12288, 1536] 4-bit 12 rows 1.6 against 2.5 ms, 16 rows 2.1 against
   // 2.9; 8-bit 16 rows 2.8 against 3.6; [1536, 6144] 4-bit 16 rows 1.0 against 1.6; about even at 24 rows).
   // x16 as the GEMM rounds it (8-bit x is for decode rows only, ops/quant.h).
-  if (M > 8 && M <= kMaxBytePassRows && activation_bits && byte_kernel_for(16)) {
+  if (!decode_rows && M <= kMaxBytePassRows && activation_bits && byte_kernel_for(16)) {
     const int64_t passes = (M + 7) / 8;
     bool done = true;
-    for (int64_t p = 0, m0 = 0; p < passes && done; ++p) {
-      const int64_t m1 = M * (p + 1) / passes;  // balanced passes
+    for (int64_t pass = 0, m0 = 0; pass < passes && done; ++pass) {
+      const int64_t m1 = M * (pass + 1) / passes;  // balanced passes
       done = gemv_quantized_bytes(m1 - m0, X + m0 * K, w, bf, Y + m0 * N, 16);
       m0 = m1;
     }
     if (done) return;  // else (a non-finite x) the GEMM below rewrites every output
   }
   const bool int16_activations = activation_bits != 0;
-  if (M > 8) {  // (up to 8 rows, a batched decode step: the GEMV, each row group re-reading blocks from L2)
+  if (!decode_rows) {  // (decode rows: the GEMV, each row group re-reading blocks from L2)
     if (int16_activations && gemm_quantized_x16(M, X, w, bf, Y)) return;
     GemmB B{nullptr, DType::F32, 0, 0};
     B.quant = &w;
@@ -784,7 +801,8 @@ void linear_quantized_gathered_ref(const Tensor& x, const ops::QuantizedMatrix& 
 }
 
 void linear_quantized_gathered_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out,
-                                    int activation_bits) {
+                                    const ops::LinearParams& p) {
+  const int activation_bits = p.activation_bits;
   const int64_t R = x.size(0);
   if (R == 0 || w.q.size(1) == 0) return;
   // All rows in one call of the byte kernel where linear_quantized_fast would take it for a single row.
@@ -794,7 +812,7 @@ void linear_quantized_gathered_fast(const Tensor& x, const ops::QuantizedMatrix&
     return;
   for (int64_t r = 0; r < R; ++r) {
     Tensor out_row = out.slice(0, r, r + 1);
-    linear_quantized_fast(x.slice(0, r, r + 1), w.matrix(id_at(ids, r)), nullptr, out_row, activation_bits);
+    linear_quantized_fast(x.slice(0, r, r + 1), w.matrix(id_at(ids, r)), nullptr, out_row, p);
   }
 }
 

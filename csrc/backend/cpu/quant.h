@@ -12,22 +12,24 @@ void linear_quantized_ref(const Tensor& x, const ops::QuantizedMatrix& w, const 
 // 16-bit per group and Σ q·x in int32, see ops/quant.h; 8 (4-bit weights) takes 8-bit x, vpmaddubsw on AVX2, vpdpbusd on AVX-512 VNNI).
 // 9–20 rows on AVX-512 VNNI with activation_bits 16 or 8: gemv_quantized_bytes with x16 in passes of <= 8 rows.
 // More rows: the blocked GEMM (gemm.h) with the weight panels dequantized as they are packed, or on
-// AVX-512 VNNI with activation_bits 16 or 8, gemm_quantized_x16.
+// AVX-512 VNNI with activation_bits 16 or 8, gemm_quantized_x16. p.row_invariant: any number of rows take the
+// decode kernels as one row does (its activation rounding too), each row's sums its own; a non-finite x then
+// sends the rows one at a time (a non-finite row takes the f32 kernels alone).
 void linear_quantized_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
-                           int activation_bits);
+                           const ops::LinearParams& p);
 // ops::linear_quantized_gathered: row r of x [R, K] through matrix ids[r] of the stacked w (q [E, N, K·bits/8],
 // scales / biases [E, N, G]) into out [R, N]. ref: linear_quantized_ref per row. fast: the decode byte kernel for
 // all rows at once where it applies (gemv_quantized_bytes_gathered), else linear_quantized_fast per row; either
 // way each row's values are linear_quantized_fast's for that row alone.
 void linear_quantized_gathered_ref(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out);
 void linear_quantized_gathered_fast(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out,
-                                    int activation_bits);
+                                    const ops::LinearParams& p);
 // M > 8 rows on AVX-512 VNNI with int16_activations (backend/cpu/quant_gemm.cpp): x rounded per group as in
 // the decode kernel, Σ q·x16 exact in int32 (vpdpwssd), s·dx·Σ + b·Σx per group in f32. False (nothing
 // written) when it does not apply: no VNNI, a group size other than 32 / 64 / 128, or a non-finite x.
 bool gemm_quantized_x16(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y);
 
-// M <= 8 rows on AVX-512 VNNI (backend/cpu/quant_gemv_vnni.cpp), x rounded per group to x_bits 16 or 8
+// Decode rows (any M >= 1; each row's sums its own) on AVX-512 VNNI (backend/cpu/quant_gemv_vnni.cpp), x rounded per group to x_bits 16 or 8
 // (8: 4-bit weights only): the exact Σ q·xq per group from bytes (vpdpbusd; x16 split into two bytes, x8 as
 // it is), each block of rows read as four sequential streams. False (nothing written) when it does not apply:
 // no VNNI, a group size other than 32 / 64 / 128, a non-finite x.

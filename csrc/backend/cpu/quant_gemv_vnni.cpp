@@ -342,11 +342,12 @@ bool quant_gemv_bytes_enabled() { return cpu_has_avx512_vnni() && g_bytes.enable
 bool gemv_quantized_bytes(int64_t M, const float* X, const ops::QuantizedMatrix& w, const float* bias, float* Y,
                           int x_bits) {
   const int64_t N = w.rows(), K = w.cols();
-  if (!bytes_apply(w, x_bits) || M <= 0 || M > 8 || N <= 0 || K <= 0) return false;
-  const float* rows[8];
-  for (int64_t m = 0; m < M; ++m) rows[m] = X + m * K;
+  if (!bytes_apply(w, x_bits) || M <= 0 || N <= 0 || K <= 0) return false;
+  thread_local std::vector<const float*> rows;
+  rows.resize(size_t(M));
+  for (int64_t m = 0; m < M; ++m) rows[size_t(m)] = X + m * K;
   thread_local std::vector<XRow> xs;
-  if (!prepare_rows(M, rows, K, w.group_size, w.bits, x_bits, xs)) return false;
+  if (!prepare_rows(M, rows.data(), K, w.group_size, w.bits, x_bits, xs)) return false;
   dispatch_float(w.scales.dtype(), [&](auto tag) {
     using ST = decltype(tag);
     const GemvJob<ST> job{w.q.data_as<const uint8_t>(), w.scales.data_as<const ST>(), w.biases.data_as<const ST>(),

@@ -32,15 +32,15 @@ uint32_t ceil_div(uint32_t a, uint32_t b) { return uint32_t((uint64_t(a) + b - 1
 
 }  // namespace
 
-const char* linear_variant(int64_t M) {
-  if (M <= kLinearMatvecMaxM) return "matvec";
+const char* linear_variant(int64_t M, bool row_invariant) {
+  if (M <= kLinearMatvecMaxM || row_invariant) return "matvec";
   const char* env = std::getenv("MARKBASE_METAL_LINEAR");
   if (!env || !*env || std::strcmp(env, "simdgroup") == 0) return "simdmm";
   if (std::strcmp(env, "portable") == 0) return "tiled";
   throw InputError(cat("linear: MARKBASE_METAL_LINEAR must be 'simdgroup' or 'portable', got '", env, "'"));
 }
 
-void linear(KernelLauncher& L, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
+void linear(KernelLauncher& L, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, bool row_invariant) {
   const int64_t K = x.size(-1), N = w.size(0);
   int64_t M = 1;  // rows of x: the product of its leading dimensions
   for (int64_t i = 0; i + 1 < x.dim(); ++i) M *= x.size(i);
@@ -49,7 +49,7 @@ void linear(KernelLauncher& L, const Tensor& x, const Tensor& w, const Tensor* b
   checked_u32(N * K, "N*K");
   checked_u32(M * N, "M*N");
   const LinearArgs args{uint32_t(M), uint32_t(K), uint32_t(N), bias ? 1u : 0u};
-  const char* variant = linear_variant(M);
+  const char* variant = linear_variant(M, row_invariant);
 
   Dispatch d;
   // Without a bias the kernel never reads buffer(2) (empty binding); its name takes bias dtype = w dtype.
@@ -60,7 +60,8 @@ void linear(KernelLauncher& L, const Tensor& x, const Tensor& w, const Tensor* b
                BufferBinding::output(out)};
   d.set_args(args);
   if (std::strcmp(variant, "matvec") == 0) {
-    d.grid = {ceil_div(args.N, kMatvecRowsPerSimdgroup * kMatvecSimdgroups), 1, 1};
+    // grid row y: x rows [4y, 4y + 4) (metal/linear.metal)
+    d.grid = {ceil_div(args.N, kMatvecRowsPerSimdgroup * kMatvecSimdgroups), ceil_div(args.M, kLinearMatvecMaxM), 1};
     d.group = {32 * kMatvecSimdgroups, 1, 1};
   } else {
     d.grid = {ceil_div(args.N, kTile), ceil_div(args.M, kTile), 1};

@@ -38,11 +38,15 @@ class MetalBackend final : public Backend {
   void synchronize() const override { L().synchronize(); }
   HostAllocFn host_allocator() const override { return src_.host_allocator(); }
 
-  // Always f32 products (bf16_products is a permission; the CPU takes it where it is faster).
-  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, bool) const override {
-    metal::linear(L(), x, w, bias, out);
+  // Always f32 products (bf16_products is a permission; the CPU takes it where it is faster). row_invariant:
+  // the matvec kernel for any row count (metal::linear).
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
+              const ops::LinearParams& p) const override {
+    metal::linear(L(), x, w, bias, out, p.row_invariant);
   }
-  void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) const override {
+  // (one matvec per row: row-invariant whatever p says)
+  void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out,
+                       const ops::LinearParams&) const override {
     metal::linear_gathered(L(), x, w, ids, out);
   }
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out, float scale) const override {
@@ -53,11 +57,11 @@ class MetalBackend final : public Backend {
   }
   // Always f32 products (activation_bits is a permission, and the GPU's GEMV is not compute-bound).
   void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
-                        int) const override {
-    metal::linear_quantized(L(), x, w, bias, out);
+                        const ops::LinearParams& p) const override {
+    metal::linear_quantized(L(), x, w, bias, out, p.row_invariant);
   }
   void linear_quantized_gathered(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out,
-                                 int) const override {
+                                 const ops::LinearParams&) const override {
     metal::linear_quantized_gathered(L(), x, w, ids, out);
   }
   void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const override {

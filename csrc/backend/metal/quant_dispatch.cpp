@@ -44,20 +44,21 @@ QuantLinearArgs args_of(const ops::QuantizedMatrix& w, int64_t M, bool has_bias,
 
 }  // namespace
 
-void linear_quantized(KernelLauncher& L, const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out) {
+void linear_quantized(KernelLauncher& L, const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
+                      bool row_invariant) {
   const int64_t K = x.size(-1), M = K ? x.numel() / K : 0;
   if (M == 0 || w.rows() == 0) return;
   const QuantLinearArgs a = args_of(w, M, bias != nullptr, "linear_quantized");
   const char* sd = kernel_dtype_suffix(w.scales.dtype(), "linear_quantized");
   const char* bd = bias ? kernel_dtype_suffix(bias->dtype(), "linear_quantized") : sd;
-  const bool matvec = M <= kMatvecMaxM;
+  const bool matvec = M <= kMatvecMaxM || row_invariant;  // (slabs of 4 rows, one grid row each)
   Dispatch d;
   d.kernel = cat("linear_quantized_", matvec ? "matvec" : "tiled", "_q", w.bits, "_", sd, "_", bd);
   d.buffers = {BufferBinding::input(x), BufferBinding::input(w.q), BufferBinding::input(w.scales),
                BufferBinding::input(w.biases), BufferBinding::optional_input(bias), BufferBinding::output(out)};
   d.set_args(a);
   if (matvec) {
-    d.grid = {ceil_div(a.N, kMatvecRowsPerSimdgroup * kMatvecSimdgroups), 1, 1};
+    d.grid = {ceil_div(a.N, kMatvecRowsPerSimdgroup * kMatvecSimdgroups), ceil_div(a.M, uint32_t(kMatvecMaxM)), 1};
     d.group = {32 * kMatvecSimdgroups, 1, 1};
   } else {
     d.grid = {ceil_div(a.N, kTile), ceil_div(a.M, kTile), 1};

@@ -230,7 +230,9 @@ void TextDecoder::forward_batch(std::span<DecoderState* const> states, const int
     for (int64_t c = 0; c < b; ++c)
       if (states[size_t(b)] == states[size_t(c)])
         throw InputError(cat("forward_batch: sequences ", c, " and ", b, " are the same session"));
-  // Groups of at most max_chunk rows, each through the arena of its first sequence.
+  // Groups of at most max_chunk rows, each through the arena of its first sequence. Every linear of the step
+  // runs row-invariant (Exec::row_invariant): a sequence's logits are the same bit for bit whatever shares
+  // its step, as if it had decoded alone.
   thread_local std::vector<RowSegment> segs;  // reused: no heap allocation per batched step once warm
   for (int64_t s = 0; s < B; s += settings_.max_chunk) {
     const int64_t n = std::min(settings_.max_chunk, B - s);
@@ -239,6 +241,12 @@ void TextDecoder::forward_batch(std::span<DecoderState* const> states, const int
     DecoderState& work = *states[size_t(s)];
     reserve_chunk(work, n);
     Tensor rows = logits.slice(0, s, s + n);
+    struct RowInvariant {  // the flag for this step only, however it ends
+      Exec& ex;
+      const bool was = ex.row_invariant;
+      explicit RowInvariant(Exec& e) : ex(e) { ex.row_invariant = true; }
+      ~RowInvariant() { ex.row_invariant = was; }
+    } row_invariant(work.ex);
     forward_chunk(work, segs, nullptr, ids + s, nullptr, n, true, rows);
   }
 }

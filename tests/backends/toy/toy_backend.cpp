@@ -26,19 +26,21 @@ class ToyBackend final : public Backend {
   const char* name() const override { return "toy"; }
   void synchronize() const override { count("synchronize"); }
 
-  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out, bool bf16_products) const override {
-    cpu("linear").linear(x, w, bias, out, bf16_products);
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
+              const ops::LinearParams& p) const override {
+    cpu("linear").linear(x, w, bias, out, p);
   }
-  void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out) const override {
-    cpu("linear_gathered").linear_gathered(x, w, ids, out);
+  void linear_gathered(const Tensor& x, const Tensor& w, const Tensor& ids, Tensor& out,
+                       const ops::LinearParams& p) const override {
+    cpu("linear_gathered").linear_gathered(x, w, ids, out, p);
   }
   void linear_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor* bias, Tensor& out,
-                        int activation_bits) const override {
-    cpu("linear_quantized").linear_quantized(x, w, bias, out, activation_bits);
+                        const ops::LinearParams& p) const override {
+    cpu("linear_quantized").linear_quantized(x, w, bias, out, p);
   }
   void linear_quantized_gathered(const Tensor& x, const ops::QuantizedMatrix& w, const Tensor& ids, Tensor& out,
-                                 int activation_bits) const override {
-    cpu("linear_quantized_gathered").linear_quantized_gathered(x, w, ids, out, activation_bits);
+                                 const ops::LinearParams& p) const override {
+    cpu("linear_quantized_gathered").linear_quantized_gathered(x, w, ids, out, p);
   }
   void embedding_quantized(const ops::QuantizedMatrix& table, const Tensor& ids, Tensor& out, float scale) const override {
     cpu("embedding_quantized").embedding_quantized(table, ids, out, scale);
