@@ -434,20 +434,28 @@ def test_markbase_serve_command(synthetic):
         log.close()
 
 
-def test_prompt_cache_reuses_a_shared_prefix(served):
+def test_prompt_cache_reuses_a_shared_prefix(synthetic):
     """A second request that continues the first one's conversation prefills only what is new (usage's
-    cached_tokens says how much was reused) and answers exactly as an uncached run."""
-    client = served.client()
-    system = {"role": "system", "content": "You are a careful assistant. " * 6}
-    first = [system, {"role": "user", "content": "First question?"}]
-    a = client.chat.completions.create(model="tiny-e2b", messages=first, temperature=0, max_tokens=6)
-    second = first + [{"role": "assistant", "content": a.choices[0].message.content},
-                      {"role": "user", "content": "And a second one?"}]
-    b = client.chat.completions.create(model="tiny-e2b", messages=second, temperature=0, max_tokens=6)
-    want = direct(served.model, second, temperature=0, max_new_tokens=6)
-    assert b.usage.prompt_tokens == want.prompt_tokens
-    assert b.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens - 1
-    assert b.choices[0].message.content == want.text
+    cached_tokens says how much was reused: whole prefill chunks of the first prompt) and answers exactly as an
+    uncached run."""
+    model = mb.load(synthetic("e2b"), max_context=512, prefill_chunk=16)
+    run = Running(create_app(lambda: model, "tiny", max_batch=4))
+    try:
+        assert run.app.state.markbase.wait_loaded(30)
+        client = run.client(key="unused")
+        system = {"role": "system", "content": "You are a careful assistant. " * 6}
+        first = [system, {"role": "user", "content": "First question?"}]
+        a = client.chat.completions.create(model="tiny", messages=first, temperature=0, max_tokens=6)
+        second = first + [{"role": "assistant", "content": a.choices[0].message.content},
+                          {"role": "user", "content": "And a second one?"}]
+        b = client.chat.completions.create(model="tiny", messages=second, temperature=0, max_tokens=6)
+        want = direct(model, second, temperature=0, max_new_tokens=6)
+        assert b.usage.prompt_tokens == want.prompt_tokens
+        cached = b.usage.prompt_tokens_details.cached_tokens
+        assert cached % 16 == 0 and a.usage.prompt_tokens - 16 < cached <= a.usage.prompt_tokens, cached
+        assert b.choices[0].message.content == want.text
+    finally:
+        run.stop()
 
 
 def test_long_prompts_prefill_in_chunks_between_decode_steps(synthetic):

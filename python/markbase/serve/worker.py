@@ -33,9 +33,12 @@ class PromptCache:
     """Sessions of finished requests, with the tokens each holds: a new prompt (without media) that shares a
     prefix with one continues from it — the session rolled back to the common prefix, only the rest
     prefilled (a system prompt, the earlier turns of a conversation). At most `capacity` sessions, the least
-    recently used dropped first; a session serves one request at a time (taken out while it runs)."""
+    recently used dropped first; a session serves one request at a time (taken out while it runs).
 
-    MIN_PREFIX = 8  # shorter shared prefixes are not worth keeping a session for
+    Reuse stops at a multiple of the prefill chunk inside what the earlier request prefilled: those cache rows
+    are bit for bit what a direct prefill of the new prompt writes (the same chunks, cut at the same places), so
+    an answer never depends on which requests came before it. Rows written by decode steps, or by a chunk cut
+    elsewhere, are f32 sums in another order."""
 
     def __init__(self, capacity: int):
         self.capacity = capacity
@@ -44,30 +47,32 @@ class PromptCache:
         self.hits = 0
         self.reused_tokens = 0
 
-    def take(self, prompt) -> tuple[Any, int]:
-        """(a session holding prompt.ids[:n], n) for the longest usable shared prefix, or (None, 0)."""
+    def take(self, prompt, chunk: int) -> tuple[Any, int]:
+        """(a session holding prompt.ids[:n], n) for the longest usable shared prefix, or (None, 0); n is a
+        multiple of `chunk` (the model's prefill chunk)."""
         if prompt.media or not self._entries:
             return None, 0
         ids = prompt.ids
         best, best_n = None, 0
-        for key, (_, held) in self._entries.items():
-            n = _common_prefix(held, ids)
+        for key, (_, held, prefilled) in self._entries.items():
+            # at least one token to prefill (it gives the next logits); whole chunks of the earlier prefill only
+            n = min(_common_prefix(held, ids), prefilled, len(ids) - 1) // chunk * chunk
             if n > best_n:
                 best, best_n = key, n
-        best_n = min(best_n, len(ids) - 1)  # at least one token to prefill: it gives the next logits
-        if best is None or best_n < self.MIN_PREFIX:
+        if best is None:
             return None, 0
-        session, _ = self._entries.pop(best)
+        session, _, _ = self._entries.pop(best)
         if not session.truncate(best_n):  # a sliding ring no longer holds that position
             return None, 0
         self.hits += 1
         self.reused_tokens += best_n
         return session, best_n
 
-    def put(self, session, held: list[int]) -> None:
+    def put(self, session, held: list[int], prefilled: int) -> None:
+        """A finished request's session, the tokens it holds and how many of them it prefilled (its prompt)."""
         if self.capacity <= 0:
             return
-        self._entries[self._next] = (session, held)
+        self._entries[self._next] = (session, held, prefilled)
         self._next += 1
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
@@ -144,7 +149,7 @@ class Worker:
         """A finished run's session goes to the prompt cache with the tokens it holds."""
         if not run.prompt.media:
             held = (list(run.prompt.ids) + run.generated)[: run.session.position]
-            self.cache.put(run.session, held)
+            self.cache.put(run.session, held, len(run.prompt.ids))
 
     def _admit(self, job: Job) -> None:
         """A new request: its SequenceRun, the prompt left for _prefill_some (media prompts go in whole)."""
@@ -153,7 +158,7 @@ class Worker:
             return
         try:
             prompt, opts = job.prepare()
-            session, prefix = self.cache.take(prompt)
+            session, prefix = self.cache.take(prompt, job.model.prefill_chunk)
             run = SequenceRun(job.model, session or job.model.session(), prompt, opts, prefix, prefill=False)
         except InputError as e:
             return self._finish(job, "input_error", e)
