@@ -376,14 +376,12 @@ def test_linear_out_may_not_alias():
 ROW_INVARIANT_M = [2, 3, 4, 5, 8, 9, 17]
 
 
-@pytest.mark.parametrize("K", [200, 4100])  # K > 4096: the CPU's stream kernel instead of the row kernel
+@pytest.mark.parametrize("K", [200, 4100])  # K > 4096: on the CPU the stream kernel instead of the row kernel
 @pytest.mark.parametrize("w_dtype,bf16_products", [("f32", False), ("bf16", False), ("bf16", True), ("f16", False)])
 def test_linear_row_invariant(K, w_dtype, bf16_products, device):
     """row_invariant (a batched decode step): every row of out equals the product of that row alone, bit for
     bit, whatever the row count (CPU: the decode GEMV in passes of 4 rows, one accumulator layout; Metal:
     matvec in slabs of 4 rows). Without it more rows may take a GEMM, whose sums differ."""
-    if device != "cpu" and K > 4096:
-        pytest.skip("the stream kernel is the CPU's")
     r = rng(K + len(w_dtype))
     x = r.normal(size=(max(ROW_INVARIANT_M), K)).astype(np.float32)
     wt, bt = tensor(r.normal(size=(24, K)).astype(np.float32), w_dtype), tensor(r.normal(size=24).astype(np.float32), "f32")
