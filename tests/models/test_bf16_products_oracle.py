@@ -22,10 +22,7 @@ import pytest
 import markbase as mb
 from markbase._core import ops
 from oracle.families import FAMILIES, GREEDY_TOKENS
-
-
-def rel_err(got, want):
-    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+from oracle.policy import rel_err
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 import markbase as mb
 from markbase._core import CheckpointError, ConfigError, InputError
 from oracle.families import FAMILIES, GREEDY_TOKENS
-from oracle.policy import assert_f32_exact
+from oracle.policy import assert_f32_exact, rel_err
 from oracle.quantized import GROUP, build, with_mlx_ple_table
 from markbase._core import ops
 
@@ -25,10 +25,6 @@ DEVICES = mb.devices()
 CASES = [(f, 4) for f in FAMILIES] + [("e2b", 8), ("26b", 8)]
 # (family, bits, embedding_bits): every case above with the tied embedding / LM head at 8 bits, and two at 4.
 LOAD_CASES = [(f, b, 8) for f, b in CASES] + [("e2b", 4, 4), ("26b", 4, 4)]
-
-
-def rel_err(got, want):
-    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
 def greedy_tokens(model, ids, steps=GREEDY_TOKENS):
