@@ -215,6 +215,7 @@ class Model:
             if system is not None:
                 return self._prompt([{"role": "system", "content": system},
                                      {"role": "user", "content": prompt_or_messages}], **template_kwargs)
+            tok.check_fits(prompt_or_messages, self.max_context)
             return Prompt(tok.encode(prompt_or_messages, add_special_tokens=True), [])
         messages = list(prompt_or_messages) if isinstance(prompt_or_messages, (list, tuple)) else prompt_or_messages
         if system is not None and isinstance(messages, list):
@@ -224,6 +225,7 @@ class Model:
         items = [self.media.from_part(part, where) for where, part in media_parts(messages)]
         if items or any(p in text for p in ("<|image|>", "<|video|>", "<|audio|>")):
             text = expand(text, items, self._media_tokens())
+        tok.check_fits(text, self.max_context)
         ids = tok.encode(text, add_special_tokens=False)
         ids = ids if ids and ids[0] == tok.bos_id else [tok.bos_id] + ids
         return Prompt(ids, items)

@@ -142,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="image / audio parts may name files under this directory (default: data: URLs only)")
     sv.add_argument("--quantize", choices=("q8", "q4"), default=None,
                     help="quantize the decoder's matrices at load (MLX affine, groups of 64)")
+    sv.add_argument("--max-body-bytes", type=int, default=None,
+                    help="refuse request bodies over this many bytes, unread (default: the longest a request that "
+                         "fits the context can be)")
     sv.set_defaults(func=cmd_serve)
 
     dev = sub.add_parser("devices", help="list the backends built into this installation",
@@ -394,11 +397,12 @@ def cmd_serve(args) -> int:
         raise markbase.InputError(f"--prompt-cache must be >= 0, got {args.prompt_cache}")
     if args.max_queue < 1 or args.max_batch < 1:
         raise markbase.InputError(f"--max-queue and --max-batch must be at least 1, got {args.max_queue}, {args.max_batch}")
-    serve(args.model, host=args.host, port=args.port, device=args.device, api_key=args.api_key,
-          model_id=args.model_id, max_queue=args.max_queue, max_batch=args.max_batch, prompt_cache=args.prompt_cache,
-          allow_media_dir=args.allow_media_dir,
-          max_context=args.max_context, quantize=args.quantize)
-    return 0
+    if args.max_body_bytes is not None and args.max_body_bytes < 1:
+        raise markbase.InputError(f"--max-body-bytes must be at least 1, got {args.max_body_bytes}")
+    return serve(args.model, host=args.host, port=args.port, device=args.device, api_key=args.api_key,
+                 model_id=args.model_id, max_queue=args.max_queue, max_batch=args.max_batch,
+                 prompt_cache=args.prompt_cache, allow_media_dir=args.allow_media_dir, max_context=args.max_context,
+                 quantize=args.quantize, max_body_bytes=args.max_body_bytes)
 
 
 def cmd_quantize(args) -> int:

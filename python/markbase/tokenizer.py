@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Iterable
@@ -66,6 +67,23 @@ class Tokenizer:
     def vocab_size(self) -> int:
         """Largest id + 1 (ids may be sparse: never assume every id below it exists)."""
         return max(self._tok.get_vocab(with_added_tokens=True).values()) + 1
+
+    @functools.cached_property
+    def max_token_bytes(self) -> int:
+        """UTF-8 bytes of the vocabulary's longest token: no token stands for more bytes of (normalized) text."""
+        return max(len(t.encode("utf-8", "surrogatepass")) for t in self._tok.get_vocab(with_added_tokens=True))
+
+    def check_fits(self, text: str, max_tokens: int, what: str = "the prompt") -> None:
+        """InputError ("context limit: ...") when `text` has more bytes than max_tokens tokens can cover, before
+        it is tokenized: a text of b bytes has at least b / max_token_bytes tokens. Bounds a request's memory
+        whatever its length (tokenizing takes ~100 bytes per token)."""
+        normalizer = self._tok.normalizer
+        if normalizer is not None and type(normalizer).__name__ != "Replace":  # may shrink text: measure it normalized
+            text = normalizer.normalize_str(text)
+        nbytes = len(text.encode("utf-8", "surrogatepass"))
+        if nbytes > max_tokens * self.max_token_bytes:
+            raise InputError(f"context limit: {what} has {nbytes} bytes, more than {max_tokens} tokens can hold "
+                             f"(at most {self.max_token_bytes} bytes each); it cannot fit max_context {max_tokens}")
 
     def token_to_id(self, token: str) -> int | None:
         return self._tok.token_to_id(token)

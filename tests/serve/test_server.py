@@ -67,13 +67,15 @@ def served(synthetic, tmp_path_factory):
     run.stop()
 
 
-def get(url: str) -> tuple[int, dict]:
-    """GET a JSON route (status, body): the /health checks, outside the OpenAI client."""
+def get(url: str, key: str | None = KEY) -> tuple[int, dict]:
+    """GET a JSON route (status, body) with the API key (None: without): the /health checks, outside the
+    OpenAI client."""
     import urllib.error
     import urllib.request
 
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        with urllib.request.urlopen(url, timeout=10) as r:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
@@ -113,7 +115,12 @@ def test_models_and_health(served):
     models = served.client().models.list()
     assert [m.id for m in models.data] == ["tiny-e2b"]
     status, health = get(served.url + "/health")
-    assert status == 200 and health["status"] == "ok" and health["model"] == "tiny-e2b"
+    assert status == 200 and health["status"] == "ok" and health["model"] == "tiny-e2b" and "pid" in health
+    # Without the key: liveness only (no pid, no traffic figures); the OpenAPI schema needs the key.
+    assert get(served.url + "/health", key=None) == (200, {"status": "ok"})
+    status, body = get(served.url + "/openapi.json", key=None)
+    assert status == 401 and body["error"]["code"] == "invalid_api_key"
+    assert get(served.url + "/openapi.json")[0] == 200
 
 
 def test_chat_greedy_equals_direct_generate(served):

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
+import sys
 import threading
 import time
 import uuid
@@ -21,24 +23,33 @@ from typing import Any, AsyncIterator, Callable
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._core import InputError, MarkbaseError
 from ..generate import GenerationResult
 from ..tokenizer import CHANNEL_CLOSE, CHANNEL_OPEN, split_thinking
+from .guard import Guard, scope_authorized
 from .protocol import (ApiError, ChatRequest, CompletionRequest, MediaPolicy, check_common, check_tools,
                        finish_reason, input_error, sampling_kwargs, thinking_requested, to_messages)
 from .tool_calls import CALL_OPEN, split_tool_calls
 from .worker import Job, QueueFull, Worker
+
+log = logging.getLogger("markbase.serve")
+
+MAX_REQUEST_MEDIA_BYTES = 64 << 20  # images and audio one request may carry, decoded
 
 
 class ServerState:
     """The model (loaded in a background thread), the worker and the serving options."""
 
     def __init__(self, load: Callable[[], Any], model_id: str, api_key: str | None, media: MediaPolicy,
-                 max_queue: int, max_batch: int, prompt_cache: int):
+                 max_queue: int, max_batch: int, prompt_cache: int, max_body_bytes: int | None = None,
+                 on_load_failure: Callable[[str], None] | None = None):
         self.model_id, self.api_key, self.media = model_id, api_key, media
         self.model = None
         self.load_error: str | None = None
+        self.max_body_bytes = max_body_bytes  # None: sized from the model once loaded (default_max_body_bytes)
+        self._on_load_failure = on_load_failure
         self.worker = Worker(max_queue, max_batch, prompt_cache)
         self.created = int(time.time())
         self._loader = threading.Thread(target=self._load, args=(load,), name="markbase-serve-load", daemon=True)
@@ -46,9 +57,16 @@ class ServerState:
 
     def _load(self, load) -> None:
         try:
-            self.model = load()
-        except MarkbaseError as e:
+            model = load()
+            if self.max_body_bytes is None:
+                self.max_body_bytes = default_max_body_bytes(model)
+            self.model = model
+        except BaseException as e:  # noqa: BLE001 - any failure is reported by /health, never left "loading"
             self.load_error = f"{type(e).__name__}: {e}"
+            if not isinstance(e, MarkbaseError):
+                log.error("markbase serve: the model failed to load", exc_info=e)
+            if self._on_load_failure is not None:
+                self._on_load_failure(self.load_error)
 
     def wait_loaded(self, timeout: float | None = None) -> bool:
         self._loader.join(timeout)
@@ -56,10 +74,48 @@ class ServerState:
 
     def ready_model(self):
         if self.model is None:
-            if self.load_error:
-                raise ApiError(503, f"the model failed to load: {self.load_error}")
-            raise ApiError(503, "the model is loading; retry shortly")
+            raise self._not_ready()
         return self.model
+
+    def _not_ready(self) -> ApiError:
+        if self.load_error:
+            return ApiError(503, f"the model failed to load: {self.load_error}")
+        return ApiError(503, "the model is loading; retry shortly")
+
+    def body_limit(self) -> tuple[int | None, ApiError | None]:
+        """(the largest request body accepted, None) once the model is loaded; (None, the 503) before."""
+        if self.model is None:
+            return None, self._not_ready()
+        return self.max_body_bytes, None
+
+
+def default_max_body_bytes(model) -> int:
+    """The longest body a request that fits the context can have: each token is at most the vocabulary's
+    longest token in UTF-8 bytes, each byte at most 6 in JSON (a \\u escape), plus the media a request may carry
+    (base64: 4 bytes per 3) and room for the JSON around the messages."""
+    text = model.max_context * model.tokenizer.max_token_bytes * 6
+    return text + MAX_REQUEST_MEDIA_BYTES * 4 // 3 + (1 << 16)
+
+
+def refuse_unfit(model, text: str, what: str) -> None:
+    """A 413 now, before the request waits in the queue, when `text` alone cannot fit the context."""
+    try:
+        model.tokenizer.check_fits(text, model.max_context, what)
+    except InputError as e:
+        raise input_error(e) from None
+
+
+def _verbatim_text(messages: list[dict]):
+    """The text of the system, developer and user messages, which chat templates render whole (up to
+    surrounding whitespace): a lower bound on what the rendered prompt holds."""
+    for m in messages:
+        if m.get("role") not in ("system", "developer", "user"):
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            yield content.strip()
+        elif isinstance(content, list):
+            yield from (p["text"].strip() for p in content if p.get("type") == "text" and isinstance(p.get("text"), str))
 
 
 def _sse(obj: dict | str) -> bytes:
@@ -114,17 +170,21 @@ class _PieceRouter:
 
 
 def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = None, allow_media_dir: str | None = None,
-               max_queue: int = 64, max_batch: int = 8, prompt_cache: int = 4):
+               max_queue: int = 64, max_batch: int = 8, prompt_cache: int = 4, max_body_bytes: int | None = None,
+               on_load_failure: Callable[[str], None] | None = None):
     """The ASGI app. `load()` returns a markbase Model (called once, in a background thread). Up to
     max_batch requests decode together (continuous batching); up to max_queue more wait; the sessions of the
-    last prompt_cache finished requests are kept for prompts that share their prefix (0: none)."""
+    last prompt_cache finished requests are kept for prompts that share their prefix (0: none). A request body
+    over max_body_bytes is refused unread (default: the longest a request that fits the context can be,
+    default_max_body_bytes). on_load_failure(error) is called if load() fails."""
 
-    state = ServerState(load, model_id, api_key, MediaPolicy(allow_media_dir), max_queue, max_batch, prompt_cache)
+    state = ServerState(load, model_id, api_key, MediaPolicy(allow_media_dir), max_queue, max_batch, prompt_cache,
+                        max_body_bytes, on_load_failure)
 
     @contextlib.asynccontextmanager
     async def lifespan(_):
         yield
-        state.worker.stop()
+        state.worker.stop(timeout=SHUTDOWN_GRACE_S)
 
     app = FastAPI(title="markbase", docs_url=None, redoc_url=None, lifespan=lifespan)
     app.state.markbase = state
@@ -133,6 +193,23 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
     async def _api_error(_: Request, e: ApiError):
         return JSONResponse(e.body(), status_code=e.status)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, e: StarletteHTTPException):
+        cause = e.__cause__
+        if isinstance(cause, UnicodeDecodeError):
+            message = f"the request body is not UTF-8 ({cause.reason} at byte {cause.start})"
+        elif isinstance(cause, RecursionError):
+            message = "the request body's JSON is nested too deeply"
+        elif e.status_code == 400 and cause is not None:
+            message = f"the request body is not valid JSON ({type(cause).__name__})"
+        else:
+            message = str(e.detail)
+        return JSONResponse(ApiError(e.status_code, message).body(), status_code=e.status_code, headers=e.headers)
+
+    @app.exception_handler(Exception)
+    async def _bug(_: Request, e: Exception):  # the Guard logs it (it sees the exception re-raised)
+        return JSONResponse(ApiError(500, "internal error in markbase (logged by the server)").body(), status_code=500)
+
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, e: RequestValidationError):
         first = e.errors()[0] if e.errors() else {}
@@ -140,21 +217,17 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
         return JSONResponse(ApiError(400, f"{loc}: {first.get('msg', 'invalid request')}", loc or None).body(),
                             status_code=400)
 
-    @app.middleware("http")
-    async def _auth(request: Request, call_next):
-        if state.api_key and request.url.path.startswith("/v1/"):
-            if request.headers.get("authorization", "") != f"Bearer {state.api_key}":
-                e = ApiError(401, "invalid or missing API key (Authorization: Bearer KEY)", code="invalid_api_key")
-                return JSONResponse(e.body(), status_code=401)
-        return await call_next(request)
+    app.add_middleware(Guard, api_key=lambda: state.api_key, body_limit=state.body_limit)
 
     @app.get("/health")
-    async def health():
+    async def health(request: Request):
         if state.model is None:
-            body = {"status": "error" if state.load_error else "loading"}
+            body = {"status": "failed" if state.load_error else "loading"}
             if state.load_error:
                 body["error"] = state.load_error
             return JSONResponse(body, status_code=503)
+        if not scope_authorized(request.scope):  # the details (pid, traffic) are for the key's holder
+            return {"status": "ok"}
         w = state.worker
         return {"status": "ok", "model": state.model_id, "pid": os.getpid(), "running": w.running, "waiting": w.waiting,
                 "completed": w.completed, "mean_batch": round(w.batch_rows / w.steps, 2) if w.steps else 0.0,
@@ -257,6 +330,7 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
         check_common(req)
         tools = check_tools(req)
         messages = to_messages(req.messages, state.media, model.modalities)
+        refuse_unfit(model, " ".join(_verbatim_text(messages)), "the messages")
         kwargs = sampling_kwargs(req, req.max_completion_tokens or req.max_tokens)
         thinking = thinking_requested(req)
         if thinking is not None:
@@ -329,6 +403,7 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
         if len(prompts) != 1 or not isinstance(prompts[0], str):
             raise ApiError(400, "prompt must be one string", "prompt")
         prompt = prompts[0]
+        refuse_unfit(model, prompt, "the prompt")
         kwargs = sampling_kwargs(req, req.max_tokens or 16)  # OpenAI's default for completions
         job = submit(model, lambda: model.prepare(prompt, **kwargs))
         rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
@@ -360,14 +435,46 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, device: str = "auto", api_key: str | None = None,
           model_id: str | None = None, max_queue: int = 64, max_batch: int = 8, prompt_cache: int = 4,
-          allow_media_dir: str | None = None, max_context: int | None = None, quantize: str | None = None) -> None:
-    """Runs the server until interrupted (uvicorn, one process)."""
+          allow_media_dir: str | None = None, max_context: int | None = None, quantize: str | None = None,
+          max_body_bytes: int | None = None) -> int:
+    """Runs the server until SIGINT / SIGTERM (uvicorn, one process); returns the exit status: 1 when the model
+    failed to load (the server stops then), 0 otherwise. A signal stops it within a second: requests still
+    running are cut off, not waited for."""
     import uvicorn
 
     from ..api import load
 
     model_id = model_id or os.path.basename(os.path.normpath(model_dir))
+    failed: list[str] = []
+    server: list[uvicorn.Server] = []
+
+    def on_load_failure(error: str) -> None:
+        failed.append(error)
+        if server:
+            server[0].should_exit = True
+
     app = create_app(lambda: load(model_dir, device=device, max_context=max_context, quantize=quantize), model_id,
                      api_key=api_key, allow_media_dir=allow_media_dir, max_queue=max_queue, max_batch=max_batch,
-                     prompt_cache=prompt_cache)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+                     prompt_cache=prompt_cache, max_body_bytes=max_body_bytes, on_load_failure=on_load_failure)
+    config = uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    server.append(uvicorn.Server(config))
+    if failed:  # it failed before the server existed
+        return _exit_failed(failed[0])
+    server[0].run()
+    state: ServerState = app.state.markbase
+    state.worker.stop(timeout=SHUTDOWN_GRACE_S)
+    if failed:
+        return _exit_failed(failed[0])
+    if state.worker.alive:  # a forward still runs in C++: end the process without waiting for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    return 0
+
+
+SHUTDOWN_GRACE_S = 0.3  # how long a stopping server lets running requests finish
+
+
+def _exit_failed(error: str) -> int:
+    print(f"markbase serve: the model failed to load: {error}", file=sys.stderr)
+    return 1

@@ -131,13 +131,19 @@ class Worker:
     def running(self) -> int:
         return len(self._active) + len(self._prefilling)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stops after the current step; waits at most `timeout` s (the thread is a daemon: a forward still
+        running in C++ does not keep the process alive)."""
         self._stopping = True
         try:
             self._jobs.put_nowait(None)
         except queue.Full:
             pass
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
     _stopping = False
 
