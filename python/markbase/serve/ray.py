@@ -30,7 +30,8 @@ def deployment(model_dir: str, *, model_id: str | None = None, num_replicas: int
                autoscaling_config: dict | None = None, ray_actor_options: dict | None = None,
                device: str = "auto", max_context: int | None = None, quantize: str | None = None,
                api_key: str | None = None, max_batch: int = 8, max_queue: int = 64, prompt_cache: int = 4,
-               allow_media_dir: str | None = None, max_ongoing_requests: int | None = None):
+               allow_media_dir: str | None = None, max_body_bytes: int | None = None,
+               max_ongoing_requests: int | None = None):
     """A bound Ray Serve application serving `model_dir` over the OpenAI API (pass it to `serve.run`).
 
     num_replicas: a fixed count (default 1), or leave it None and give autoscaling_config (Ray's keys:
@@ -43,7 +44,7 @@ def deployment(model_dir: str, *, model_id: str | None = None, num_replicas: int
     model_id = model_id or os.path.basename(os.path.normpath(model_dir))
     load_kwargs = dict(device=device, max_context=max_context, quantize=quantize)
     app_kwargs = dict(api_key=api_key, allow_media_dir=allow_media_dir, max_queue=max_queue, max_batch=max_batch,
-                      prompt_cache=prompt_cache)
+                      prompt_cache=prompt_cache, max_body_bytes=max_body_bytes)
 
     def builder():  # Ray calls a zero-argument builder on each replica (a partial would pass for an ASGI app)
         return _build_app(model_dir, model_id, load_kwargs, app_kwargs)
@@ -56,7 +57,9 @@ def deployment(model_dir: str, *, model_id: str | None = None, num_replicas: int
     options: dict = {"max_ongoing_requests": max_ongoing_requests or (max_batch + max_queue)}
     if autoscaling_config is not None:
         if num_replicas is not None:
-            raise ValueError("give num_replicas or autoscaling_config, not both")
+            from .._core import InputError
+
+            raise InputError("deployment: give num_replicas or autoscaling_config, not both")
         options["autoscaling_config"] = autoscaling_config
     else:
         options["num_replicas"] = num_replicas or 1

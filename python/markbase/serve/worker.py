@@ -12,6 +12,7 @@ is cancelled and leaves the batch before the next step.
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 from collections import OrderedDict, deque
@@ -23,6 +24,9 @@ import numpy as np
 from .. import _core
 from .._core import InputError
 from ..generate import SequenceRun, _common_prefix
+
+
+log = logging.getLogger("markbase.serve")
 
 
 class QueueFull(Exception):
@@ -148,6 +152,8 @@ class Worker:
     _stopping = False
 
     def _finish(self, a: _Active | Job, kind: str, value: Any) -> None:
+        if kind == "error":  # not the client's fault: a bug in markbase, answered as a 500
+            log.error("markbase serve: a request failed", exc_info=value)
         (a.job if isinstance(a, _Active) else a).emit(kind, value)
         self.completed += 1
 
