@@ -314,3 +314,20 @@ def test_100_mb_request_is_refused_at_once_and_sigterm_stops_the_server_mid_gene
         proc.kill()
         proc.wait()
         log.close()
+
+
+def test_requests_in_flight_are_bounded_by_the_request_budget(hostile):
+    """When the requests in flight hold what the memory plan leaves for them, the next is a 429 before its body
+    is read; once they are gone it is served."""
+    budget = hostile.app.state.markbase.requests
+    body = json.dumps({"model": "tiny-e2b", "messages": user("hi"), "max_tokens": 1}).encode()
+    held = budget.held
+    budget.held = budget.capacity - len(body)  # as if other requests held the rest
+    try:
+        status, err, _ = raw_request(hostile.port, post_head("/v1/chat/completions", len(body)), body)
+        assert assert_openai_error(status, err, 429)["code"] == "server_busy"
+    finally:
+        budget.held = held
+    status, out, _ = raw_request(hostile.port, post_head("/v1/chat/completions", len(body)), body)
+    assert status == 200 and out["choices"][0]["message"]["content"] is not None
+    assert budget.held == held, "a finished request kept its reservation"

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .._core import InputError, MarkbaseError
 from ..generate import GenerationResult
 from ..tokenizer import CHANNEL_CLOSE, CHANNEL_OPEN, split_thinking
-from .guard import Guard, scope_authorized
+from .guard import REQUEST_MEMORY_FACTOR, Guard, RequestBudget, scope_authorized
 from .protocol import (ApiError, ChatRequest, CompletionRequest, MediaPolicy, check_common, check_tools,
                        finish_reason, input_error, sampling_kwargs, thinking_requested, to_messages)
 from .tool_calls import CALL_OPEN, split_tool_calls
@@ -60,6 +60,7 @@ class ServerState:
             model = load()
             if self.max_body_bytes is None:
                 self.max_body_bytes = default_max_body_bytes(model)
+            self.requests = RequestBudget(request_memory_budget(model, self.max_body_bytes))
             self.model = model
         except BaseException as e:  # noqa: BLE001 - any failure is reported by /health, never left "loading"
             self.load_error = f"{type(e).__name__}: {e}"
@@ -82,11 +83,12 @@ class ServerState:
             return ApiError(503, f"the model failed to load: {self.load_error}")
         return ApiError(503, "the model is loading; retry shortly")
 
-    def body_limit(self) -> tuple[int | None, ApiError | None]:
-        """(the largest request body accepted, None) once the model is loaded; (None, the 503) before."""
+    def body_limit(self) -> tuple[int | None, RequestBudget | ApiError]:
+        """(the largest request body accepted, the request budget) once the model is loaded; (None, the 503)
+        before."""
         if self.model is None:
             return None, self._not_ready()
-        return self.max_body_bytes, None
+        return self.max_body_bytes, self.requests
 
 
 def default_max_body_bytes(model) -> int:
@@ -116,6 +118,18 @@ def _verbatim_text(messages: list[dict]):
             yield content.strip()
         elif isinstance(content, list):
             yield from (p["text"].strip() for p in content if p.get("type") == "text" and isinstance(p.get("text"), str))
+
+
+def request_memory_budget(model, max_body_bytes: int) -> int:
+    """What the requests in flight may hold together: the memory left beside the model's plan, and at least
+    what one request of the largest body holds (REQUEST_MEMORY_FACTOR x max_body_bytes)."""
+    from ..memory import available_memory
+
+    one = REQUEST_MEMORY_FACTOR * max_body_bytes
+    available = available_memory()
+    if available is None:
+        return 8 * one
+    return max(one, available - model.memory_plan()["total_bytes"])
 
 
 def _sse(obj: dict | str) -> bytes:

@@ -36,11 +36,35 @@ def key_matches(authorization: str | None, api_key: str) -> bool:
     return hmac.compare_digest(given, f"Bearer {api_key}".encode("utf-8", "surrogateescape"))
 
 
-class Guard:
-    """`api_key()`: the key or None; `body_limit()`: the largest body accepted now (bytes), or None to answer
-    503 without reading it (the model is not loaded, so no request could be served)."""
+# A request holds up to this many times its body's bytes while it is parsed, validated and rendered (the JSON
+# text, the parsed strings, the rendered prompt, its UTF-8 copy): what the request budget charges it.
+REQUEST_MEMORY_FACTOR = 6
 
-    def __init__(self, app, api_key: Callable[[], str | None], body_limit: Callable[[], tuple[int | None, ApiError]]):
+
+class RequestBudget:
+    """Bytes the requests in flight may hold together (REQUEST_MEMORY_FACTOR x their bodies): a request that
+    would exceed it is answered 429 before its body is read. Used on the event loop only."""
+
+    def __init__(self, capacity: int):
+        self.capacity, self.held = capacity, 0
+
+    def reserve(self, nbytes: int) -> bool:
+        if self.held + nbytes > self.capacity:
+            return False
+        self.held += nbytes
+        return True
+
+    def release(self, nbytes: int) -> None:
+        self.held -= nbytes
+
+
+class Guard:
+    """`api_key()`: the key or None; `body_limit()`: (the largest body accepted now in bytes, the request
+    budget), or (None, the 503) to answer without reading the body (the model is not loaded, so no request
+    could be served)."""
+
+    def __init__(self, app, api_key: Callable[[], str | None],
+                 body_limit: Callable[[], tuple[int | None, RequestBudget | ApiError]]):
         self.app, self.api_key, self.body_limit = app, api_key, body_limit
 
     async def __call__(self, scope: dict, receive, send) -> None:
@@ -53,26 +77,32 @@ class Guard:
         if not authorized and scope["path"] not in PUBLIC_PATHS:
             return await send_error(send, ApiError(401, "invalid or missing API key (Authorization: Bearer KEY)",
                                                    code="invalid_api_key"), [(b"www-authenticate", b"Bearer")])
-        if scope["method"] in ("POST", "PUT", "PATCH"):
-            receive = await self._read_body(scope, headers, receive, send)
-            if receive is None:
-                return
-        await self._run(scope, receive, send)
-
-    async def _read_body(self, scope, headers: dict, receive, send):
-        """The body read whole (at most the limit) and a `receive` that replays it; None when refused."""
-        limit, refusal = self.body_limit()
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
+            return await self._run(scope, receive, send)
+        limit, budget = self.body_limit()
         if limit is None:
-            await send_error(send, refusal)
-            return None
+            return await send_error(send, budget)
         declared = headers.get("content-length")
-        if declared is not None:
-            if not declared.isdigit():
-                await send_error(send, ApiError(400, "Content-Length is not a number", "Content-Length"))
-                return None
-            if int(declared) > limit:
-                await send_error(send, _too_large(int(declared), limit), [(b"connection", b"close")])
-                return None
+        if declared is not None and not declared.isdigit():
+            return await send_error(send, ApiError(400, "Content-Length is not a number", "Content-Length"))
+        if declared is not None and int(declared) > limit:
+            return await send_error(send, _too_large(int(declared), limit), [(b"connection", b"close")])
+        # What the request may hold while it lives: its declared size, or the most a chunked body may grow to.
+        charge = REQUEST_MEMORY_FACTOR * (int(declared) if declared is not None else limit)
+        if not budget.reserve(charge):
+            return await send_error(send, ApiError(
+                429, "the server holds as much request data as its memory allows; retry shortly",
+                code="server_busy"), [(b"retry-after", b"1")])
+        try:
+            receive = await self._read_body(receive, send, limit)
+            if receive is not None:
+                await self._run(scope, receive, send)
+        finally:
+            budget.release(charge)
+
+    @staticmethod
+    async def _read_body(receive, send, limit: int):
+        """The body read whole (at most `limit` bytes) and a `receive` that replays it; None when refused."""
         chunks, size = [], 0
         while True:
             message = await receive()
