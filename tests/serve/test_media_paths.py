@@ -19,7 +19,7 @@ from markbase.serve import app as app_module
 from markbase.serve import create_app, protocol
 from markbase.serve.protocol import ApiError, MediaPolicy
 
-from .test_server import KEY, Running, png_bytes
+from .test_server import KEY, Running, png_bytes, wav_bytes
 
 HEADERS = {"Authorization": f"Bearer {KEY}"}
 
@@ -189,6 +189,9 @@ def test_media_byte_caps_per_item_and_per_request(server, monkeypatch):
     monkeypatch.setitem(protocol._MEDIA_BYTES, "image", len(data) - 1)
     assert_refused(chat(server, image_part(url)), 400, f"more than the {len(data) - 1} bytes allowed")
     assert_refused(chat(server, image_part(path)), 400, path, f"more than the {len(data) - 1} bytes allowed")
+    audio = [{"type": "input_audio", "input_audio": {"data": base64.b64encode(wav_bytes()).decode(), "format": "wav"}}]
+    monkeypatch.setitem(protocol._MEDIA_BYTES, "audio", 100)
+    assert_refused(chat(server, audio), 400, "bytes of audio, more than the 100 bytes allowed")
     monkeypatch.undo()
     media = server.app.state.markbase.media
     monkeypatch.setattr(media, "max_request_bytes", 2 * len(data) - 1)

@@ -129,16 +129,19 @@ class RequestMedia:
         return self
 
     def source(self, url: Any, where: str, kind: str = "image") -> bytes:
-        data = self._read(url, where, kind)
-        self.add(len(data), where)
-        return data
+        return self.admit(self._read(url, where, kind), where, kind)
 
-    def add(self, nbytes: int, where: str) -> None:
-        """Counts nbytes of media (e.g. a decoded input_audio) against the request's total."""
-        self.total_bytes += nbytes
+    def admit(self, data: bytes, where: str, kind: str) -> bytes:
+        """data (media of `kind` the request carries, e.g. a decoded input_audio) within its item cap, counted
+        against the request's total."""
+        if len(data) > _MEDIA_BYTES[kind]:
+            raise ApiError(400, f"{where}: {len(data)} bytes of {kind}, more than the {_MEDIA_BYTES[kind]} bytes "
+                           f"allowed", where)
+        self.total_bytes += len(data)
         if self.total_bytes > self.policy.max_request_bytes:
             raise ApiError(413, f"{where}: the request's media add up to more than {self.policy.max_request_bytes} "
                            f"bytes", where)
+        return data
 
     def _read(self, url: Any, where: str, kind: str) -> bytes:
         if not isinstance(url, str) or not url:
@@ -229,7 +232,7 @@ def to_messages(messages: list[dict], media: MediaPolicy, modalities: set[str]) 
                 elif kind == "input_audio":
                     if "audio" not in modalities:
                         raise ApiError(400, f"{pw}: this model has no audio encoder", pw)
-                    parts.append({"type": "audio", "audio": _audio_bytes(p, pw)})
+                    parts.append({"type": "audio", "audio": media.admit(_audio_bytes(p, pw), pw, "audio")})
                 else:
                     raise ApiError(400, f"{pw}: unsupported content part type {kind!r} (text, image_url, input_audio)", pw)
             msg["content"] = parts
