@@ -57,6 +57,8 @@ std::shared_ptr<SafetensorsFile> file_ptr(const Checkpoint& c, const std::string
 }
 
 void bind_io(py::module_& m) {
+  // The largest safetensors header and model.safetensors.index.json markbase reads (validate.py reads the index too).
+  m.attr("MAX_INDEX_BYTES") = io::kMaxHeaderBytes;
   py::class_<SafetensorsFile, std::shared_ptr<SafetensorsFile>>(
       m, "SafetensorsFile", "A validated, read-only memory-mapped safetensors file (use markbase.io.SafetensorsFile).")
       .def(py::init([](const std::string& path) {

@@ -1,18 +1,13 @@
 #include "io/checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
 
 #include "core/errors.h"
 #include "io/json.h"
+#include "io/regular_file.h"
 
 namespace mb::io {
 
@@ -26,9 +21,10 @@ constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
 constexpr size_t kMaxListed = 10;  // names listed in one error message before "and N more"
 
-bool regular_file_exists(const fs::path& p) {
+// Present under this name (symlinks followed), whatever its type: opening it refuses what is not a regular file.
+bool file_exists(const fs::path& p) {
   std::error_code ec;
-  return fs::is_regular_file(p, ec);
+  return fs::exists(p, ec);
 }
 
 // A shard must be a plain file name inside the checkpoint directory.
@@ -59,13 +55,13 @@ Checkpoint Checkpoint::open(const std::string& dir) {
     const fs::path d(dir);
     if (fs::exists(d / kIndexName, ec)) {
       c.open_index((d / kIndexName).string());
-    } else if (regular_file_exists(d / kSingleName)) {
+    } else if (file_exists(d / kSingleName)) {
       c.open_files({(d / kSingleName).string()});
     } else {
       std::vector<std::string> paths;
       for (const fs::directory_entry& e : fs::directory_iterator(d)) {
         std::string name = e.path().filename().string();
-        if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0 && regular_file_exists(e.path()))
+        if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0 && file_exists(e.path()))
           paths.push_back(e.path().string());
       }
       if (paths.empty()) c.fail(cat("no ", kIndexName, ", ", kSingleName, " or *.safetensors files"));
@@ -94,29 +90,9 @@ void Checkpoint::open_files(const std::vector<std::string>& paths) {
 void Checkpoint::open_index(const std::string& index_path) {
   auto fail_index = [&](const std::string& msg) { fail(cat("index '", index_path, "': ", msg)); };
 
-  // Read the index, its size bounded before allocating.
-  int fd = ::open(index_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_index(cat("cannot open: ", std::strerror(errno)));
-  std::string text;
-  {
-    struct stat st;
-    bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-    if (!ok) { ::close(fd); fail_index("not a readable regular file"); }
-    if (uint64_t(st.st_size) > kMaxHeaderBytes) {
-      ::close(fd);
-      fail_index(cat("file is ", st.st_size, " bytes, more than the maximum of ", kMaxHeaderBytes));
-    }
-    text.resize(size_t(st.st_size));
-    size_t got = 0;
-    while (got < text.size()) {
-      ssize_t r = ::read(fd, text.data() + got, text.size() - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      got += size_t(r);
-    }
-    ::close(fd);
-    if (got != text.size()) fail_index("read failed or file changed while reading");
-  }
+  // Read the index, its size bounded before allocating (a FIFO or device is refused, never waited on).
+  std::string text, error;
+  if (!read_regular_file(index_path, kMaxHeaderBytes, &text, &error)) fail_index(error);
 
   json::Value root;
   try {
@@ -146,7 +122,7 @@ void Checkpoint::open_index(const std::string& index_path) {
   const fs::path d(dir_);
   std::vector<std::string> missing;
   for (const std::string& s : shard_names)
-    if (!regular_file_exists(d / s)) missing.push_back(s);
+    if (!file_exists(d / s)) missing.push_back(s);
   if (!missing.empty()) fail(cat("missing shard files: ", join_listed(missing)));
 
   std::map<std::string, size_t> shard_index;

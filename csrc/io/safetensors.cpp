@@ -1,6 +1,5 @@
 #include "io/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include "core/file_map.h"
 #include "core/host_memory.h"
 #include "io/json.h"
+#include "io/regular_file.h"
 
 namespace mb::io {
 
@@ -103,11 +103,10 @@ SafetensorsFile::~SafetensorsFile() {
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   std::shared_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (fd.fd < 0) f->fail(cat("cannot open: ", std::strerror(errno)));
   struct stat st;
-  if (::fstat(fd.fd, &st) != 0) f->fail(cat("cannot stat: ", std::strerror(errno)));
-  if (!S_ISREG(st.st_mode)) f->fail("not a regular file");
+  std::string error;
+  Fd fd{open_regular_file(path, &st, &error)};  // a FIFO or device is refused, never waited on
+  if (fd.fd < 0) f->fail(error);
   const uint64_t size = uint64_t(st.st_size);
   if (size < 8) f->fail(cat("file is ", size, " bytes, shorter than the 8-byte header length"));
   f->inode_ = uint64_t(st.st_ino), f->device_ = uint64_t(st.st_dev);

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _core
 from ._core import InputError
+from .files import CHECKPOINT_JSON_MAX_BYTES, read_checkpoint_file
 from .tokenizer import split_thinking
 
 _UNSET = object()
@@ -74,9 +75,8 @@ def generation_defaults(path: str, config) -> dict:
     if not os.path.exists(p):
         return out
     try:
-        with open(p, "rb") as f:
-            g = json.loads(f.read().decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
+        g = json.loads(read_checkpoint_file(p, CHECKPOINT_JSON_MAX_BYTES))  # CheckpointError: not a regular file
+    except ValueError:  # not JSON (or not UTF-8): the defaults
         return out
     eos = g.get("eos_token_id")
     if isinstance(eos, int):

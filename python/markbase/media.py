@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._core import InputError
+from .files import CHECKPOINT_JSON_MAX_BYTES, read_checkpoint_file
 from .preprocess.audio import ProcessedAudio, process_audio
 from .preprocess.image import SUPPORTED_SOFT_TOKENS, ProcessedImage, process_image
 from .preprocess.video import load_video, timestamp
@@ -85,9 +86,8 @@ class MediaProcessor:
         path = os.path.join(model.path, "processor_config.json")
         if os.path.exists(path):
             try:
-                with open(path, "rb") as f:
-                    pc = json.loads(f.read().decode("utf-8"))
-            except (ValueError, UnicodeDecodeError):
+                pc = json.loads(read_checkpoint_file(path, CHECKPOINT_JSON_MAX_BYTES))  # CheckpointError: not a file
+            except ValueError:  # not JSON (or not UTF-8): the defaults
                 pc = {}
             ip = pc.get("image_processor", pc) if isinstance(pc, dict) else {}
             vp = pc.get("video_processor", {}) if isinstance(pc, dict) else {}

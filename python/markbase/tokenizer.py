@@ -9,6 +9,7 @@ from typing import Iterable
 
 from ._core import CheckpointError, InputError
 from .chat_template import check_messages, render
+from .files import CHECKPOINT_JSON_MAX_BYTES, TEMPLATE_MAX_BYTES, TOKENIZER_JSON_MAX_BYTES, read_checkpoint_text
 
 BOS, EOS, PAD = "<bos>", "<eos>", "<pad>"
 TURN_END = "<turn|>"
@@ -25,28 +26,24 @@ class Tokenizer:
         path = os.path.join(d, "tokenizer.json")
         if not os.path.exists(path):
             raise CheckpointError(f"{d}: no tokenizer.json (text prompts need the checkpoint's tokenizer)")
+        text = read_checkpoint_text(path, TOKENIZER_JSON_MAX_BYTES)  # a regular file, size-capped
         try:
-            self._tok = HFTokenizer.from_file(path)
+            self._tok = HFTokenizer.from_str(text)
         except Exception as e:  # noqa: BLE001 - the library raises plain Exceptions
             raise CheckpointError(f"{path}: unreadable tokenizer ({e})") from None
         self.config: dict = {}
         cfg_path = os.path.join(d, "tokenizer_config.json")
         if os.path.exists(cfg_path):
             try:
-                with open(cfg_path, "rb") as f:
-                    self.config = json.loads(f.read().decode("utf-8"))
-            except (ValueError, UnicodeDecodeError) as e:
+                self.config = json.loads(read_checkpoint_text(cfg_path, CHECKPOINT_JSON_MAX_BYTES))
+            except ValueError as e:
                 raise CheckpointError(f"{cfg_path}: not valid JSON ({e})") from None
             if not isinstance(self.config, dict):
                 raise CheckpointError(f"{cfg_path}: the top level must be a JSON object, got {type(self.config).__name__}")
         self.chat_template: str | None = None
         jinja_path = os.path.join(d, "chat_template.jinja")
         if os.path.exists(jinja_path):
-            try:
-                with open(jinja_path, encoding="utf-8") as f:
-                    self.chat_template = f.read()
-            except UnicodeDecodeError as e:
-                raise CheckpointError(f"{jinja_path}: not UTF-8 text ({e})") from None
+            self.chat_template = read_checkpoint_text(jinja_path, TEMPLATE_MAX_BYTES)
         elif isinstance(self.config.get("chat_template"), str):
             self.chat_template = self.config["chat_template"]
         self.bos_token = self._token_text("bos_token", BOS)

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import _core
 from ._core import CheckpointError, ConfigError, MarkbaseError
+from .files import read_checkpoint_file
 from .mlx_format import declared_value, read_quantization
 
 FLOAT_DTYPES = {"F32", "BF16", "F16"}
@@ -78,8 +80,7 @@ def _shard_files(path: str, report: Report) -> dict[str, list[str] | None]:
     index = os.path.join(path, INDEX_FILE)
     if os.path.exists(index):
         try:
-            with open(index, "rb") as f:
-                weight_map = json.loads(f.read().decode("utf-8"))["weight_map"]
+            weight_map = json.loads(read_checkpoint_file(index, _core.io.MAX_INDEX_BYTES))["weight_map"]
             if not isinstance(weight_map, dict):
                 raise TypeError("weight_map is not an object")
         except Exception as e:  # noqa: BLE001 - reported as a finding

@@ -1,20 +1,23 @@
 #include "models/gemma4/config.h"
 
-#include <cmath>
-#include <fstream>
-#include <set>
-#include <sstream>
 #include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
+#include <set>
 
 #include "core/errors.h"
 #include "core/mutation.h"
 #include "io/json.h"
+#include "io/regular_file.h"
 
 namespace mb::gemma4 {
 
 namespace json = io::json;
 
 namespace {
+
+constexpr uint64_t kMaxConfigBytes = uint64_t(64) << 20;
 
 // A JSON value for an error message ("'big'", "true", "null", "3", "an array").
 std::string show(const json::Value* v) {
@@ -466,12 +469,11 @@ Gemma4Config load_config(const std::string& path) {
   std::string file = path;
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) file = path + "/config.json";
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(cat(file, ": no config.json"));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  if (text.size() > (size_t(64) << 20)) throw ConfigError(cat(file, ": ", text.size(), " bytes is too large for a config.json"));
+  std::string text, error;
+  if (!io::read_regular_file(file, kMaxConfigBytes, &text, &error)) {
+    if (errno == ENOENT) throw ConfigError(cat(file, ": no config.json"));
+    throw CheckpointError(cat(file, ": ", error));  // a FIFO, a device, too large, unreadable
+  }
   return parse_config(text, file);
 }
 

@@ -32,10 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._core import InputError
-from .image import _fetch_url
+from ..files import is_url, read_media, shown
 
 SAMPLE_RATE = 16_000
 MAX_AUDIO_S = 30.0
+MAX_AUDIO_BYTES = 256 << 20  # one encoded clip (file, data: URL or download)
 # Gemma4AudioFeatureExtractor's constants (spec §4.1)
 FRAME_LENGTH = 320          # 20 ms
 HOP_LENGTH = 160            # 10 ms
@@ -82,13 +83,25 @@ def _check_rate(sample_rate, what: str) -> int:
     return int(sample_rate)
 
 
-def _decode_file(data_or_path, what: str) -> tuple[np.ndarray, int]:
+def _decode_file(data: io.BytesIO, what: str, max_audio_s: float | None = None) -> tuple[np.ndarray, int]:
+    """Samples [frames, channels] and rate of an encoded clip; with max_audio_s, decoding stops one frame past
+    it (a long clip in a small compressed file never decodes whole)."""
     import soundfile
     try:
-        samples, rate = soundfile.read(data_or_path, dtype="float32", always_2d=True)
+        with soundfile.SoundFile(data) as f:
+            rate = int(f.samplerate)
+            limit = -1 if max_audio_s is None else math.ceil(max_audio_s * rate) + 1
+            samples = f.read(frames=limit, dtype="float32", always_2d=True)
     except Exception as e:  # noqa: BLE001 - libsndfile reports format errors as several exception types
         raise InputError(f"{what}: cannot decode the audio ({type(e).__name__}: {e})") from None
-    return samples, int(rate)
+    if max_audio_s is not None and len(samples) == limit:
+        raise too_long(what, f"more than {max_audio_s:g}", max_audio_s)
+    return samples, rate
+
+
+def too_long(what: str, duration: str, limit: float) -> InputError:
+    return InputError(f"{what}: the clip is {duration} s, longer than max_audio_s = {limit:g} s (transformers "
+                      f"would silently cut it there); split it, or pass a larger max_audio_s to encode it whole")
 
 
 def _as_float(arr: np.ndarray, what: str) -> np.ndarray:
@@ -121,27 +134,26 @@ def _mono(arr: np.ndarray, what: str) -> np.ndarray:
     return arr[0] if arr.shape[0] == 1 else arr.mean(axis=0)  # as transformers' load_audio
 
 
-def load_audio(src, sample_rate=None, what: str = "audio") -> np.ndarray:
-    """Mono float32 samples at 16 kHz from a path, bytes, URL, (array, rate) or an array with sample_rate."""
+def load_audio(src, sample_rate=None, what: str = "audio", max_audio_s: float | None = None) -> np.ndarray:
+    """Mono float32 samples at 16 kHz from a path, bytes, URL, (array, rate) or an array with sample_rate.
+    max_audio_s: an encoded clip longer than this is refused without decoding it whole (None: no limit)."""
     if isinstance(src, tuple):
         if len(src) != 2:
             raise InputError(f"{what}: an audio tuple must be (samples, sample_rate), got {len(src)} items")
         src, sample_rate = src
     if isinstance(src, (str, os.PathLike)):
-        s = os.fspath(src)
-        if s.startswith(("http://", "https://", "data:")):
-            src = _fetch_url(s, what)
+        if is_url(src):
+            src = read_media(src, what, MAX_AUDIO_BYTES)
         else:
-            if not os.path.exists(s):
-                raise InputError(f"{what}: no such file: {s}")
+            named = f"{what} {shown(os.fspath(src))}"
             if sample_rate is not None:
-                raise InputError(f"{what}: sample_rate is for raw arrays; a file ({s}) carries its own")
-            samples, rate = _decode_file(s, f"{what} {s}")
+                raise InputError(f"{named}: sample_rate is for raw arrays; a file carries its own")
+            samples, rate = _decode_file(io.BytesIO(read_media(src, what, MAX_AUDIO_BYTES)), named, max_audio_s)
             return _finish(_mono(samples, what), rate, what)
     if isinstance(src, (bytes, bytearray, memoryview)):
         if len(src) == 0:
             raise InputError(f"{what}: the audio data is empty (0 bytes)")
-        samples, rate = _decode_file(io.BytesIO(bytes(src)), what)
+        samples, rate = _decode_file(io.BytesIO(src), what, max_audio_s)
         return _finish(_mono(samples, what), rate, what)
     if isinstance(src, (list, np.ndarray)):
         if sample_rate is None:
@@ -222,14 +234,13 @@ def waveform_frames(samples: np.ndarray, frame: int = UNIFIED_FRAME) -> np.ndarr
 def process_audio(src, *, sample_rate=None, unified: bool = False, max_audio_s: float | None = None,
                   unified_frame: int = UNIFIED_FRAME, what: str = "audio") -> ProcessedAudio:
     """load_audio, the length check, then log_mel (E2B/E4B) or waveform_frames of unified_frame samples (12B)."""
-    samples = load_audio(src, sample_rate, what)
     limit = MAX_AUDIO_S if max_audio_s is None else float(max_audio_s)
-    duration = len(samples) / SAMPLE_RATE
     if not limit > 0:
         raise InputError(f"{what}: max_audio_s must be > 0, got {max_audio_s!r}")
+    samples = load_audio(src, sample_rate, what, limit)
+    duration = len(samples) / SAMPLE_RATE
     if duration > limit:
-        raise InputError(f"{what}: the clip is {duration:.2f} s, longer than max_audio_s = {limit:g} s (transformers "
-                         f"would silently cut it there); split it, or pass a larger max_audio_s to encode it whole")
+        raise too_long(what, f"{duration:.2f}", limit)
     if unified:
         frames = waveform_frames(samples, unified_frame)
         return ProcessedAudio(frames, len(frames), len(frames), duration)

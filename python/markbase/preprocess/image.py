@@ -9,6 +9,8 @@ cuts it into patches: `pixel_values` equal `Gemma4ImageProcessorPil`'s bit for b
 out: the model never reads them).
 
 Limits, documented choices:
+- An image file, data: URL or http(s) download of more than MAX_IMAGE_BYTES (64 MB) is refused before it is
+  read whole (markbase/files.py reads every path and URL: regular files only, a deadline on every read).
 - Images of more than MAX_PIXELS pixels (default 64 megapixels, `markbase.preprocess.image.MAX_PIXELS`)
   are refused before they are decoded (a decompression bomb never reaches memory), except JPEGs, which are
   decoded directly at a reduced scale (Pillow's draft mode) to at most MAX_PIXELS; such a JPEG's pixels
@@ -19,21 +21,19 @@ Limits, documented choices:
 
 from __future__ import annotations
 
-import base64
 import io
 import math
 import os
-import urllib.request
 from dataclasses import dataclass
 
 import numpy as np
 
 from .._core import InputError
+from ..files import is_url, read_media, shown
 
 SUPPORTED_SOFT_TOKENS = (70, 140, 280, 560, 1120)
 MAX_PIXELS = 64_000_000
-URL_TIMEOUT_S = 20
-MAX_URL_BYTES = 64 << 20
+MAX_IMAGE_BYTES = 64 << 20  # one encoded image (file, data: URL or download)
 
 
 @dataclass
@@ -77,26 +77,6 @@ def _open_bytes(data: bytes, what: str):
     except Exception as e:  # noqa: BLE001 - Pillow raises several types for undecodable data
         raise InputError(f"{what}: not an image Pillow can read ({type(e).__name__}: {e})") from None
     return img
-
-
-def _fetch_url(url: str, what: str) -> bytes:
-    if url.startswith("data:"):
-        head, sep, payload = url.partition(",")
-        if not sep:
-            raise InputError(f"{what}: a data URL needs a ',' before its payload")
-        try:
-            return base64.b64decode(payload, validate=True) if head.endswith(";base64") else \
-                urllib.request.unquote_to_bytes(payload)
-        except Exception as e:  # noqa: BLE001
-            raise InputError(f"{what}: the data URL's payload does not decode ({e})") from None
-    try:
-        with urllib.request.urlopen(url, timeout=URL_TIMEOUT_S) as r:  # noqa: S310 - the user asked for this URL
-            data = r.read(MAX_URL_BYTES + 1)
-    except Exception as e:  # noqa: BLE001
-        raise InputError(f"{what}: could not fetch {url} ({type(e).__name__}: {e})") from None
-    if len(data) > MAX_URL_BYTES:
-        raise InputError(f"{what}: {url} is larger than {MAX_URL_BYTES >> 20} MB")
-    return data
 
 
 def _from_array(arr: np.ndarray, what: str):
@@ -161,16 +141,8 @@ def load_image(src, what: str = "image"):
     elif isinstance(src, (bytes, bytearray, memoryview)):
         img = _open_bytes(bytes(src), what)
     elif isinstance(src, (str, os.PathLike)):
-        s = os.fspath(src)
-        if isinstance(s, str) and (s.startswith("data:") or s.startswith("http://") or s.startswith("https://")):
-            img = _open_bytes(_fetch_url(s, what), what)
-        else:
-            try:
-                with open(s, "rb") as f:
-                    data = f.read()
-            except OSError as e:
-                raise InputError(f"{what}: cannot read {s!r} ({e.strerror or e})") from None
-            img = _open_bytes(data, f"{what} {s!r}")
+        data = read_media(src, what, MAX_IMAGE_BYTES)
+        img = _open_bytes(data, what if is_url(src) else f"{what} {shown(os.fspath(src))}")
     else:
         raise InputError(f"{what}: expected a path, bytes, a PIL image, a numpy uint8 array or a URL, "
                          f"got {type(src).__name__}")

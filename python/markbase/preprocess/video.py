@@ -1,9 +1,11 @@
 """Video → sampled RGB frames with timestamps (spec §6).
 
-`load_video(src, num_frames=32, fps=None)` accepts a file path or bytes (decoded with PyAV: mp4, webm, mov
-and whatever else its FFmpeg reads), a list of images (anything `load_image` takes), or a numpy uint8 array
-[T, H, W, 3]. Frames are sampled as transformers' default sampler does: `num_frames` indices
-`arange(n) · total // n`, or, with `fps`, `max(1, int(total / video_fps · fps))` frames the same way.
+`load_video(src, num_frames=32, fps=None)` accepts a file path, a `data:` / `http(s)://` URL or bytes
+(decoded with PyAV: mp4, webm, mov and whatever else its FFmpeg reads; more than MAX_VIDEO_BYTES of file or
+download is refused, and so are frames of more than the image MAX_PIXELS, before they are decoded), a list of
+images (anything `load_image` takes), or a numpy uint8 array [T, H, W, 3]. Frames are sampled as
+transformers' default sampler does: `num_frames` indices `arange(n) · total // n`, or, with `fps`,
+`max(1, int(total / video_fps · fps))` frames the same way.
 Unlike transformers, which refuses a video with fewer frames than asked, every frame is kept then. Each
 frame's timestamp is index / video fps (24 when the source does not say, as transformers assumes).
 Each frame then goes through the image path (preprocess/image.py) with the video budget (70 soft tokens
@@ -20,9 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._core import InputError
-from .image import load_image
+from ..files import is_url, read_media, shown
+from .image import MAX_PIXELS, load_image
 
 DEFAULT_FPS = 24.0  # what transformers assumes when a video carries no frame rate
+MAX_VIDEO_BYTES = 256 << 20  # one encoded video (file, data: URL or download)
 
 
 @dataclass
@@ -56,20 +60,23 @@ def timestamp(seconds: float) -> str:
     return f"{int(seconds // 60):02d}:{int(seconds % 60):02d}"
 
 
-def _decode(data_or_path, what: str, num_frames, fps) -> VideoFrames:
+def _decode(data: bytes, what: str, num_frames, fps) -> VideoFrames:
     try:
         import av
     except ImportError as e:
         raise InputError(f"{what}: decoding video files needs PyAV (pip install av): {e}") from None
-    src = io.BytesIO(data_or_path) if isinstance(data_or_path, (bytes, bytearray)) else data_or_path
     try:
-        container = av.open(src)
+        container = av.open(io.BytesIO(data))
     except Exception as e:  # noqa: BLE001 - PyAV raises many types for bad input
         raise InputError(f"{what}: not a video PyAV can read ({type(e).__name__}: {e})") from None
     try:
         if not container.streams.video:
             raise InputError(f"{what}: the file has no video stream")
         stream = container.streams.video[0]
+        width, height = stream.codec_context.width, stream.codec_context.height
+        if width * height > MAX_PIXELS:
+            raise InputError(f"{what}: {width}×{height} frames are more than the {MAX_PIXELS / 1e6:.0f} megapixels "
+                             f"markbase decodes (markbase.preprocess.image.MAX_PIXELS)")
         rate = stream.average_rate or stream.guessed_rate
         video_fps = float(rate) if rate else None
         total = int(stream.frames or 0)
@@ -103,10 +110,8 @@ def load_video(src, num_frames: int | None = 32, fps: float | None = None, video
     """Sampled frames of a video file, bytes, list of images or [T, H, W, 3] uint8 array. video_fps: the frame
     rate of a list or array (for timestamps; default 24)."""
     if isinstance(src, (str, os.PathLike)):
-        path = os.fspath(src)
-        if not os.path.exists(path):
-            raise InputError(f"{what}: no such file {path!r}")
-        return _decode(path, f"{what} {path!r}", num_frames, fps)
+        data = read_media(src, what, MAX_VIDEO_BYTES)
+        return _decode(data, what if is_url(src) else f"{what} {shown(os.fspath(src))}", num_frames, fps)
     if isinstance(src, (bytes, bytearray, memoryview)):
         if not len(src):
             raise InputError(f"{what}: no video data (0 bytes)")

@@ -17,6 +17,11 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._core import InputError
+from ..files import decode_data_url, read_media_file
+from ..preprocess.audio import MAX_AUDIO_BYTES
+from ..preprocess.image import MAX_IMAGE_BYTES
+
+_MEDIA_BYTES = {"image": MAX_IMAGE_BYTES, "audio": MAX_AUDIO_BYTES}  # one item of each kind
 
 
 class ApiError(Exception):
@@ -86,28 +91,75 @@ def sampling_kwargs(req: _Request, max_tokens: int | None) -> dict:
     return {k: v for k, v in out.items() if v is not None}
 
 
+MAX_REQUEST_MEDIA_BYTES = 256 << 20  # all the media of one request together (files and data: URLs)
+
+
 class MediaPolicy:
     """Which image / audio sources a request may name: data: URLs always; local files only under
-    `allowed_dir` (the operator's choice, --allow-media-dir); never remote URLs (the server does not fetch)."""
+    `allowed_dir` (the operator's choice, --allow-media-dir); never remote URLs (the server does not fetch).
 
-    def __init__(self, allowed_dir: str | None):
+    A source is read when the request arrives and its bytes, not its path, go to the worker, so nothing that
+    changes on disk while the request waits (a directory swapped for a symlink) can redirect the read. Files
+    are opened through markbase/files.py: not through a symlink as last component, a regular file (a FIFO or
+    a device is refused at once), under allowed_dir by the opened descriptor's own path, size-capped.
+    Caps: each item its kind's (preprocess MAX_IMAGE_BYTES / MAX_AUDIO_BYTES), all of a request's media
+    together max_request_bytes (counted by the RequestMedia that for_request() gives)."""
+
+    def __init__(self, allowed_dir: str | None, max_request_bytes: int = MAX_REQUEST_MEDIA_BYTES):
         self.allowed_dir = os.path.realpath(allowed_dir) if allowed_dir else None
+        self.max_request_bytes = max_request_bytes
 
-    def source(self, url: Any, where: str):
+    def for_request(self) -> "RequestMedia":
+        """The reader of one request's media (counts its bytes against max_request_bytes)."""
+        return RequestMedia(self)
+
+    def source(self, url: Any, where: str, kind: str = "image") -> bytes:
+        """One source's bytes, on its own (per-item cap only; a request's sources go through for_request())."""
+        return self.for_request().source(url, where, kind)
+
+
+class RequestMedia:
+    """One request's media sources read through a MediaPolicy: source(url, where, kind) → bytes, ApiError 400
+    (naming `where`) for a source refused, unreadable or over its cap or the request's total."""
+
+    def __init__(self, policy: MediaPolicy):
+        self.policy, self.total_bytes = policy, 0
+
+    def for_request(self) -> "RequestMedia":
+        return self
+
+    def source(self, url: Any, where: str, kind: str = "image") -> bytes:
+        return self.admit(self._read(url, where, kind), where, kind)
+
+    def admit(self, data: bytes, where: str, kind: str) -> bytes:
+        """data (media of `kind` the request carries, e.g. a decoded input_audio) within its item cap, counted
+        against the request's total."""
+        if len(data) > _MEDIA_BYTES[kind]:
+            raise ApiError(400, f"{where}: {len(data)} bytes of {kind}, more than the {_MEDIA_BYTES[kind]} bytes "
+                           f"allowed", where)
+        self.total_bytes += len(data)
+        if self.total_bytes > self.policy.max_request_bytes:
+            raise ApiError(413, f"{where}: the request's media add up to more than {self.policy.max_request_bytes} "
+                           f"bytes", where)
+        return data
+
+    def _read(self, url: Any, where: str, kind: str) -> bytes:
         if not isinstance(url, str) or not url:
             raise ApiError(400, f"{where}: expected a data: URL or a file path", where)
-        if url.startswith("data:"):
-            return url
-        if url.startswith(("http://", "https://")):
-            raise ApiError(400, f"{where}: remote URLs are not fetched by this server; send the bytes as a data: URL",
-                           where)
-        path = url[len("file://"):] if url.startswith("file://") else url
-        if self.allowed_dir is None:
-            raise ApiError(400, f"{where}: local files are not allowed (start the server with --allow-media-dir)", where)
-        real = os.path.realpath(path)
-        if os.path.commonpath([real, self.allowed_dir]) != self.allowed_dir:
-            raise ApiError(400, f"{where}: {path!r} is outside the allowed media directory", where)
-        return real
+        limit = _MEDIA_BYTES[kind]
+        try:
+            if url.startswith("data:"):
+                return decode_data_url(url, where, limit)
+            if url.startswith(("http://", "https://")):
+                raise ApiError(400, f"{where}: remote URLs are not fetched by this server; send the bytes as a "
+                               f"data: URL", where)
+            if self.policy.allowed_dir is None:
+                raise ApiError(400, f"{where}: local files are not allowed (start the server with --allow-media-dir)",
+                               where)
+            path = url[len("file://"):] if url.startswith("file://") else url
+            return read_media_file(path, where, limit, allowed_dir=self.policy.allowed_dir)
+        except InputError as e:
+            raise ApiError(400, str(e), where) from None
 
 
 def _audio_bytes(part: dict, where: str) -> bytes:
@@ -145,6 +197,7 @@ def to_messages(messages: list[dict], media: MediaPolicy, modalities: set[str]) 
     """OpenAI chat messages → markbase's (the transformers chat format): image_url / input_audio parts to
     image / audio parts, tool calls with parsed arguments, tool results named after their call."""
     call_names: dict[str, str] = {}
+    media = media.for_request()  # the request's media bytes counted together
     out = []
     for i, m in enumerate(messages):
         role, content = m.get("role"), m.get("content")
@@ -179,7 +232,7 @@ def to_messages(messages: list[dict], media: MediaPolicy, modalities: set[str]) 
                 elif kind == "input_audio":
                     if "audio" not in modalities:
                         raise ApiError(400, f"{pw}: this model has no audio encoder", pw)
-                    parts.append({"type": "audio", "audio": _audio_bytes(p, pw)})
+                    parts.append({"type": "audio", "audio": media.admit(_audio_bytes(p, pw), pw, "audio")})
                 else:
                     raise ApiError(400, f"{pw}: unsupported content part type {kind!r} (text, image_url, input_audio)", pw)
             msg["content"] = parts
