@@ -100,7 +100,8 @@ def data_url(mime: str, data: bytes) -> str:
 
 
 IMAGE_URLS = st.sampled_from([data_url("image/png", png_bytes(size=(8, 8))), "file://" + MEDIA_DIR + "/a.png",
-                              MEDIA_DIR + "/a.png", MEDIA_DIR + "/missing.png", MEDIA_DIR + "/../a.png", "/etc/passwd",
+                              MEDIA_DIR + "/a.png", MEDIA_DIR + "/missing.png", MEDIA_DIR + "/../a.png", MEDIA_DIR,
+                              "file://", "/etc/passwd",
                               "https://example.com/a.png", "data:image/png;base64,AAAA", "data:,"])
 AUDIO = st.sampled_from([base64.b64encode(wav_bytes(0.1)).decode(), "AAAA", "%%%"])
 TEXT_PART = st.fixed_dictionaries({"type": st.just("text"), "text": CONTENT_TEXT})

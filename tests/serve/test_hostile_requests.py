@@ -8,7 +8,7 @@ import pytest
 
 import markbase as mb
 from markbase.serve import create_app
-from markbase.serve.tool_calls import MAX_DEPTH
+from markbase.serve.tool_calls import MAX_DEPTH, split_tool_calls
 from serve.asgi_client import AsgiClient, error_of
 
 MODEL = "tiny-e2b"
@@ -245,3 +245,15 @@ def test_unparseable_body(client, raw):
                          ids=["invalid UTF-8", "100k-deep JSON"])
 def test_unparseable_body_needing_the_app_boundary(client, raw):
     unparseable_body_is_openai_error_json(client, raw)
+
+
+def test_tool_call_parser_refuses_what_json_cannot_hold():
+    """Model output the server parses into tool_calls: nesting past MAX_DEPTH (a RecursionError before) and
+    numbers JSON cannot write (1e999 became Infinity in `arguments`) leave the call as text, as written."""
+    for args in ("{a:" + "[" * 100_000 + "]" * 100_000 + "}", "{a:" + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
+                 + "}", "{a:1e999}", "{a:-1e400}", "{a:1" + "0" * 5000 + "}"):
+        text = f"Sure.<|tool_call>call:f{args}<tool_call|>"
+        assert split_tool_calls(text) == (text, []), args[:40]
+    deep_enough = "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1)
+    assert split_tool_calls(f"<|tool_call>call:f{{a:{deep_enough}}}<tool_call|>")[1][0].arguments == \
+        {"a": json.loads(deep_enough)}
