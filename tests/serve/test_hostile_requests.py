@@ -130,6 +130,7 @@ HOSTILE = {
     "tool parameters a string": (CHAT, chat(HI, tools=[tool(parameters="{}")]), "tools[0].function.parameters",
                                  "JSON Schema object"),
     "strict tool": (CHAT, chat(HI, tools=[tool(strict=True)]), "tools[0].function.strict", "not supported"),
+    "strict is a number": (CHAT, chat(HI, tools=[tool(strict=0)]), "tools[0].function.strict", "expected a boolean"),
     "tool_choice required": (CHAT, chat(HI, tools=[tool()], tool_choice="required"), "tool_choice", "only 'auto'"),
     "tool_choice a function": (CHAT, chat(HI, tools=[tool()], tool_choice={"type": "function",
                                                                             "function": {"name": "get_weather"}}),

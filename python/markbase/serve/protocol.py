@@ -266,9 +266,12 @@ def check_tool_list(tools: Any) -> list | None:
         _string(fn.get("description"), at(where, "function", "description"), optional=True)
         if not isinstance(fn.get("parameters", {}), dict):
             raise expected(at(where, "function", "parameters"), "a JSON Schema object", fn["parameters"])
-        if fn.get("strict") not in (None, False):
+        strict = fn.get("strict")
+        if strict is not None and not isinstance(strict, bool):
+            raise expected(at(where, "function", "strict"), "a boolean", strict)
+        if strict:
             raise invalid(at(where, "function", "strict"), "strict tools are not supported (the output is not "
-                                                        "constrained to the schema)")
+                                                           "constrained to the schema)")
     return tools
 
 
