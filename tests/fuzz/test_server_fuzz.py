@@ -86,7 +86,8 @@ WORDS = st.sampled_from(["hello", "Tell me a story.", "What is 2+2?", "", " ", "
                          "<|tool_call>call:f{a:1}<tool_call|>", "<|channel>thought\nx<channel|>", "<|image|>",
                          "<turn|>", "{{ 7 * 7 }}", "{% for x in range(9) %}x{% endfor %}"])
 CONTENT_TEXT = st.one_of(WORDS, TEXT)
-NAME = st.builds(str.__add__, st.sampled_from("abcxyzAZ_"), st.text("abcdefxyz0189_-", max_size=12))  # (from_regex is slow)
+# A tool's name (st.from_regex would be slow)
+NAME = st.builds(str.__add__, st.sampled_from("abcxyzAZ_"), st.text("abcdefxyz0189_-", max_size=12))
 CALL_ID = st.integers(0, 99).map(lambda i: f"call_{i}")
 JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40),
                          st.floats(allow_nan=False, allow_infinity=False), TEXT)
@@ -137,7 +138,8 @@ TOOL = st.fixed_dictionaries({"type": st.just("function"), "function": st.fixed_
 STOP = st.one_of(st.text(min_size=1, max_size=5), st.lists(st.text(min_size=1, max_size=5), max_size=4))
 MAX_TOKENS = st.integers(1, 3)  # generation stays short in a valid body
 COMMON = {"temperature": st.floats(0, 2), "top_p": st.floats(0.01, 1), "seed": st.integers(0, 2**63 - 1),
-          "stop": STOP, "stream": st.booleans(), "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}),
+          "stop": STOP, "stream": st.booleans(),
+          "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}),
           "presence_penalty": st.floats(-2, 2), "frequency_penalty": st.floats(-2, 2), "user": TEXT,
           "metadata": st.dictionaries(NAME, TEXT, max_size=2), "n": st.just(1), "logprobs": st.just(False)}
 CHAT_BODY = st.fixed_dictionaries(
@@ -223,7 +225,8 @@ FINISH = {"stop", "length", "tool_calls"}
 
 
 def check_choice(route: str, choice: dict, streamed: bool) -> None:
-    assert choice["index"] == 0 and (choice["finish_reason"] in FINISH or (streamed and choice["finish_reason"] is None))
+    assert choice["index"] == 0, choice
+    assert choice["finish_reason"] in FINISH or (streamed and choice["finish_reason"] is None), choice
     if route == COMPLETIONS:
         assert isinstance(choice["text"], str)
         return

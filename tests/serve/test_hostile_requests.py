@@ -165,7 +165,8 @@ HOSTILE = {
     "max_tokens negative": (CHAT, chat(HI, max_tokens=-1), "max_tokens", "greater than or equal to 1"),
     "seed 2**64": (CHAT, chat(HI, seed=2**64), "seed", "less than"),
     "temperature NaN token": (CHAT, chat(HI, temperature=float("nan")), "temperature", "not a JSON number"),
-    "Infinity in tool parameters": (CHAT, chat(HI, tools=[tool(parameters={"type": "object", "maximum": float("inf")})]),
+    "Infinity in tool parameters": (CHAT, chat(HI, tools=[tool(parameters={"type": "object",
+                                                                            "maximum": float("inf")})]),
                                     "tools[0].function.parameters.maximum", "not a JSON number"),
     "100-deep tool parameters": (CHAT, chat(HI, tools=[tool(parameters=json.loads('{"a":' * 100 + "1" + "}" * 100))]),
                                  # (the body is the first level, tools the second, ...)
