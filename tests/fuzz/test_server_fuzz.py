@@ -13,6 +13,7 @@ import copy
 import json
 import math
 import os
+import shutil
 import tempfile
 import time
 
@@ -50,6 +51,7 @@ def server(synthetic):  # noqa: F811
     yield client
     client.close()
     app.state.markbase.worker.stop()
+    shutil.rmtree(MEDIA_DIR, ignore_errors=True)
 
 
 class Raw:
@@ -177,6 +179,10 @@ FIELDS = ["model", "messages", "prompt", "max_tokens", "max_completion_tokens", 
           "arguments", "parameters", "strict", "description", "include_usage", "enable_thinking", "top_k", "x"]
 
 
+# What a mutation does; a whole new body ("root") less often, as most of those are refused alike.
+OPS = ["replace"] * 3 + ["remove"] * 2 + ["add"] * 2 + ["root"]
+
+
 def hostile(data, values=HOSTILE):
     return copy.deepcopy(data.draw(values, label="value"))
 
@@ -199,7 +205,7 @@ def mutate(data, body):
     body = copy.deepcopy(body)  # (the strategies' constants, e.g. st.just({...}), stay as they are)
     for _ in range(data.draw(st.integers(0, 3), label="mutations")):
         where = slots(body)
-        op = data.draw(st.sampled_from(["replace", "remove", "add", "root"]), label="op")
+        op = data.draw(st.sampled_from(OPS), label="op")
         if op == "root" or not where:
             body = hostile(data, st.one_of(HOSTILE, st.just({})))
             continue
