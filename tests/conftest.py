@@ -11,12 +11,14 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 def pytest_addoption(parser):
     parser.addoption("--fuzz-long", action="store_true",
-                     help="run every fuzz target (tests/fuzz) with 10^4 examples instead of CI's 2,000")
+                     help="run every fuzz target (tests/fuzz) with 10^4 examples instead of CI's 2,000 "
+                          "(the server's, test_server_fuzz.py: 10^5)")
 
 
 def pytest_configure(config):
     if config.getoption("--fuzz-long"):  # read by tests/fuzz at import, before @settings apply
         os.environ["MARKBASE_FUZZ_EXAMPLES"] = "10000"
+        os.environ["MARKBASE_SERVER_FUZZ_EXAMPLES"] = "100000"
 
 
 def cpu_kernels() -> list[tuple[str, str]]:

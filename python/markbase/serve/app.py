@@ -29,14 +29,12 @@ from .._core import InputError, MarkbaseError
 from ..generate import GenerationResult
 from ..tokenizer import CHANNEL_CLOSE, CHANNEL_OPEN, split_thinking
 from .guard import REQUEST_MEMORY_FACTOR, Guard, RequestBudget, scope_authorized
-from .protocol import (ApiError, ChatRequest, CompletionRequest, MediaPolicy, check_common, check_tools,
-                       finish_reason, input_error, sampling_kwargs, thinking_requested, to_messages)
+from .protocol import (MAX_REQUEST_MEDIA_BYTES, ApiError, ChatRequest, CompletionRequest, MediaPolicy, check_common,
+                       check_tools, finish_reason, input_error, sampling_kwargs, thinking_requested, to_messages)
 from .tool_calls import CALL_OPEN, split_tool_calls
 from .worker import Job, QueueFull, Worker
 
 log = logging.getLogger("markbase.serve")
-
-MAX_REQUEST_MEDIA_BYTES = 64 << 20  # images and audio one request may carry, decoded
 
 
 class ServerState:
@@ -343,7 +341,8 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
         model = check_model(req.model)
         check_common(req)
         tools = check_tools(req)
-        messages = to_messages(req.messages, state.media, model.modalities)
+        # (off the event loop: media files are read here, up to MAX_REQUEST_MEDIA_BYTES)
+        messages = await asyncio.to_thread(to_messages, req.messages, state.media, model.modalities)
         refuse_unfit(model, " ".join(_verbatim_text(messages)), "the messages")
         kwargs = sampling_kwargs(req, req.max_completion_tokens or req.max_tokens)
         thinking = thinking_requested(req)

@@ -9,12 +9,17 @@ the model emits `<|tool_response>` (an eos id) to hand control back to the calle
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 
 CALL_OPEN, CALL_CLOSE = "<|tool_call>", "<tool_call|>"
 STRING_DELIM = '<|"|>'
-_NAME = re.compile(r"call:([A-Za-z_][\w.\-]*)")
+MAX_DEPTH = 64  # how deeply JSON markbase reads may nest: call arguments, and any request body (serve/protocol.py)
+_NAME_CHARS = r"A-Za-z0-9_.\-"
+# A tool's name: OpenAI's (letters, digits, _ and -, at most 64) or with dots, all of which the parser reads back.
+TOOL_NAME = re.compile(rf"[{_NAME_CHARS}]{{1,64}}")
+_NAME = re.compile(rf"call:([{_NAME_CHARS}]+)")
 _KEY = re.compile(r"[A-Za-z_][\w\-]*")
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
@@ -32,6 +37,7 @@ class _Syntax(ValueError):
 class _Parser:
     def __init__(self, text: str):
         self.s, self.i = text, 0
+        self.depth = 0  # objects and arrays open at self.i
 
     def error(self, what: str) -> _Syntax:
         return _Syntax(f"{what} at offset {self.i}")
@@ -56,10 +62,13 @@ class _Parser:
                 raise self.error("bad JSON string") from None
             self.i = end
             return value
-        if i < len(s) and s[i] == "{":
-            return self.obj()
-        if i < len(s) and s[i] == "[":
-            return self.array()
+        if i < len(s) and s[i] in "{[":
+            if self.depth >= MAX_DEPTH:
+                raise self.error(f"arguments nested more than {MAX_DEPTH} deep")
+            self.depth += 1
+            value = self.obj() if s[i] == "{" else self.array()
+            self.depth -= 1
+            return value
         for word, value in (("true", True), ("false", False), ("null", None)):
             if s.startswith(word, i):
                 self.i += len(word)
@@ -68,7 +77,11 @@ class _Parser:
         if m:
             self.i = m.end()
             text = m.group(0)
-            return float(text) if any(c in text for c in ".eE") else int(text)
+            if not any(c in text for c in ".eE"):
+                return int(text)  # (ValueError past Python's 4300 digits: a malformed call)
+            if not math.isfinite(float(text)):
+                raise self.error("a number too large for JSON")
+            return float(text)
         raise self.error("expected a value")
 
     def expect(self, ch: str) -> None:
