@@ -41,6 +41,7 @@ def last_json(out: subprocess.CompletedProcess) -> dict:
 
 _PRELUDE = """
 import json, sys
+from collections import Counter
 import numpy as np
 import markbase as mb
 from markbase.memory import model_bytes, sessions_need
@@ -59,7 +60,7 @@ prompts = [f"Prompt number {i}: say something." for i in range(n)]
 loaded = status('VmHWM')
 prepared = [model.prepare(p, max_new_tokens=3, temperature=0) for p in prompts]
 contexts = [min(len(p.ids) + o.max_new_tokens, model.max_context) for p, o in prepared]
-need = sessions_need(model._memory_plan, model._core, contexts, "batch", batch_rows=n)
+need = sessions_need(model._memory_plan, model._core, Counter(contexts), "batch", batch_rows=n)
 try:
     results = model.generate_batch(prompts, max_new_tokens=3, temperature=0)
     error = None
@@ -135,7 +136,11 @@ def test_check_sessions_refuses_with_the_numbers(ckpt, monkeypatch):
     one = model.check_sessions(1, batch_rows=0)
     assert one["batch_rows"] == 0 and one["batch_bytes"] == 0 and one["sessions"] == 1
     eight = model.check_sessions(8, context=100)
-    assert eight["batch_rows"] == 8 and eight["max_context"] == 100 and eight["total_bytes"] > 0
+    assert eight["batch_rows"] == 8 and eight["max_context"] == 100 and eight["sampler_bytes"] == 0
+    vocab = model.config.text_config.vocab_size
+    server = model.check_sessions(8 + 4, what="server", batch_rows=8, penalties=True)
+    assert server["sampler_bytes"] == 5 * vocab * 8  # the running sequences' samplers, not the cached sessions'
+    assert server["logits_bytes"] == 4 * vocab * 12
     from markbase.memory import model_bytes
 
     monkeypatch.setenv("MARKBASE_MEMORY_LIMIT", str(int(model_bytes(model._memory_plan)
@@ -145,6 +150,8 @@ def test_check_sessions_refuses_with_the_numbers(ckpt, monkeypatch):
     with pytest.raises(mb.ConfigError, match=r"^markbase serve --max-batch 64: does not fit in memory: 68 session\(s\) "
                                              r"of up to 512 tokens need [\d.]+ MB = KV caches .* MB is available"):
         small.check_sessions(64 + 4, what="markbase serve --max-batch 64", batch_rows=64)
+    with pytest.raises(mb.ConfigError, match="1000000000000 session"):  # counted, not listed
+        small.check_sessions(10**12, batch_rows=0)
     for bad in ({"n": 0}, {"n": 2.5}, {"n": 2, "context": 513}, {"n": 2, "batch_rows": -1}, {"n": True}):
         with pytest.raises(mb.InputError, match="check_sessions: "):
             small.check_sessions(**bad)

@@ -166,11 +166,13 @@ class Model:
         return self._memory_plan.as_dict()
 
     def check_sessions(self, n: int, context: int | None = None, what: str = "sessions",
-                       batch_rows: int | None = None) -> dict:
+                       batch_rows: int | None = None, penalties: bool = False) -> dict:
         """Whether n sessions of `context` tokens each (default max_context), `batch_rows` of them decoding
         together (default n; 0: none), fit beside the model in the memory available at load: their figures
         (markbase/memory.py SessionsNeed.as_dict), or a ConfigError stating the numbers, headed by `what`.
-        A server checks its --max-batch sessions plus its prompt cache this way at startup."""
+        penalties: the generating sequences' samplers keep per-token tables (repetition / presence /
+        frequency penalties). A server checks its --max-batch sessions plus its prompt cache this way at
+        startup: check_sessions(max_batch + prompt_cache, what=..., batch_rows=max_batch, penalties=True)."""
         from .memory import check_sessions
 
         context = self.max_context if context is None else context
@@ -180,7 +182,7 @@ class Model:
         if context > self.max_context:
             raise InputError(f"check_sessions: context must be at most max_context {self.max_context}, got {context}")
         rows = n if batch_rows is None else min(batch_rows, n)
-        return check_sessions(self._memory_plan, self._core, [context] * n, what, rows).as_dict()
+        return check_sessions(self._memory_plan, self._core, {context: n}, what, rows, bool(penalties)).as_dict()
 
     @property
     def check_finite(self) -> bool:
@@ -344,11 +346,13 @@ class Model:
     def _check_batch_memory(self, prepared) -> list[int]:
         """Each (prompt, options)'s session context (its prompt and max_new_tokens, within max_context), once
         the sessions of all of them and their batched step are known to fit in memory (InputError if not)."""
+        from collections import Counter
+
         from .memory import check_sessions
 
         contexts = [min(len(prompt.ids) + opts.max_new_tokens, self.max_context) for prompt, opts in prepared]
         penalties = any(o.repetition_penalty != 1 or o.presence_penalty or o.frequency_penalty for _, o in prepared)
-        check_sessions(self._memory_plan, self._core, contexts, f"generate_batch of {len(prepared)} prompts",
+        check_sessions(self._memory_plan, self._core, Counter(contexts), f"generate_batch of {len(prepared)} prompts",
                        batch_rows=len(prepared), penalties=penalties, error=InputError)
         return contexts
 

@@ -17,6 +17,7 @@ what does not fit beside the model in the memory that was available at load.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 KV_DTYPE_BYTES = 4          # caches hold f32 keys and values
@@ -222,22 +223,26 @@ class SessionsNeed:
                 + " + ".join(parts))
 
 
-def sessions_need(plan: MemoryPlan, core, contexts: list[int], what: str, batch_rows: int = 0,
+def sessions_need(plan: MemoryPlan, core, contexts: Mapping[int, int], what: str, batch_rows: int = 0,
                   penalties: bool = False) -> SessionsNeed:
-    """What sessions of these contexts allocate (one per entry), `batch_rows` of them decoding together;
-    penalties: their samplers keep per-token tables. `core`: the loaded model (its measured arenas)."""
+    """What sessions allocate: contexts maps a context length to the number of sessions of that length;
+    `batch_rows` of them decode together; penalties: the samplers of the sequences generating (the batch's
+    rows, or every session without a batch) keep per-token tables. `core`: the loaded model (its measured
+    arenas)."""
     vocab = core.config.text_config.vocab_size
+    sessions = sum(contexts.values())
     longest = max(contexts)
+    generating = batch_rows or sessions
     batch = 0
     if batch_rows:
         batch = (core.batch_arena_bytes(batch_rows) + LOGITS_BYTES * vocab * batch_rows
                  + DRAW_SCRATCH_BYTES * vocab)
     return SessionsNeed(
-        what=what, sessions=len(contexts), max_context=longest,
-        kv_bytes=sum(plan.kv_bytes_at(c) for c in contexts),
-        arena_bytes=sum(core.session_arena_bytes(c) for c in contexts),
-        logits_bytes=LOGITS_BYTES * vocab * len(contexts),
-        sampler_bytes=PENALTY_TABLE_BYTES * vocab * len(contexts) if penalties else 0,
+        what=what, sessions=sessions, max_context=longest,
+        kv_bytes=sum(plan.kv_bytes_at(c) * k for c, k in contexts.items()),
+        arena_bytes=sum(core.session_arena_bytes(c) * k for c, k in contexts.items()),
+        logits_bytes=LOGITS_BYTES * vocab * sessions,
+        sampler_bytes=PENALTY_TABLE_BYTES * vocab * generating if penalties else 0,
         batch_rows=batch_rows, batch_bytes=batch, growth_bytes=plan.kv_bytes_at(longest))
 
 
@@ -247,7 +252,7 @@ def model_bytes(plan: MemoryPlan) -> int:
     return plan.weights_mapped_bytes + plan.weights_resident_bytes + plan.arena_bytes
 
 
-def check_sessions(plan: MemoryPlan, core, contexts: list[int], what: str, batch_rows: int = 0,
+def check_sessions(plan: MemoryPlan, core, contexts: Mapping[int, int], what: str, batch_rows: int = 0,
                    penalties: bool = False, error: type | None = None) -> SessionsNeed:
     """sessions_need, refused with the numbers (`error`, ConfigError by default) when it does not fit beside
     the model in the memory available at load (MARKBASE_MEMORY_LIMIT, MemAvailable or the cgroup's)."""
