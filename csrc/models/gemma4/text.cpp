@@ -127,7 +127,8 @@ int64_t TextDecoder::session_chunk(int64_t max_context) const {
   // No chunk is longer than the context; rounded up to a power of two, so sessions of many different
   // lengths share a few measured sizes. (The caches' rings are sized for max_chunk: they exist only when
   // the context is longer than that.)
-  return std::min(settings_.max_chunk, int64_t(std::bit_ceil(uint64_t(std::max<int64_t>(max_context, 1)))));
+  const int64_t longest = std::clamp<int64_t>(max_context, 1, settings_.max_chunk);
+  return std::min(settings_.max_chunk, int64_t(std::bit_ceil(uint64_t(longest))));
 }
 
 size_t TextDecoder::session_arena_bytes(int64_t max_context) const {
