@@ -161,3 +161,22 @@ def test_plan_matches_measured_peak_memory(tmp_path, context):
     assert abs(mapped - plan["weights_mapped_bytes"]) <= 0.1 * plan["weights_mapped_bytes"]
     assert abs(got["kv"] - plan["kv_cache_bytes"]) <= 0.01 * plan["kv_cache_bytes"]
     assert plan["kv_cache_bytes"] + got["arena"] <= anon <= plan["kv_cache_bytes"] + plan["arena_bytes"]
+
+
+def test_session_arena_is_sized_to_its_context(ckpt):
+    """A session allocates the arena the core measures for its context (what check_sessions counts): its
+    longest chunk rounded up to a power of two, at most prefill_chunk, so a short session holds a small one."""
+    model = mb.load(ckpt, max_context=2048, prefill_chunk=512)
+    sizes = {}
+    for context in (1, 5, 16, 100, 512, 2048):
+        sizes[context] = model.session(max_context=context)._s.arena_bytes()
+        assert sizes[context] == model._core.session_arena_bytes(context)
+    assert sizes[5] < sizes[100] < sizes[512] == sizes[2048]
+    assert model._core.session_arena_bytes(9) == model._core.session_arena_bytes(16)  # one measured size
+    # A batched step of 8 rows runs through an arena of 8 rows' activations, whatever its sessions' contexts.
+    assert model._core.batch_arena_bytes(8) < sizes[512]
+    sessions = [model.session(max_context=5) for _ in range(8)]
+    for s in sessions:
+        s.prefill([2, 5, 6])
+    mb._core.gemma4.decode_batch([s._s for s in sessions], np.full(8, 7, np.int32))
+    assert sessions[0]._s.arena_bytes() == max(sizes[5], model._core.batch_arena_bytes(8))

@@ -78,6 +78,16 @@ void bind_model(py::module_& m) {
       .def_property_readonly("int8_activations", [](const Gemma4Model& mdl) { return mdl.exec().int8_activations; })
       .def_property_readonly("decode_weight_bytes", &Gemma4Model::decode_weight_bytes,
                              "Bytes of decoder weights one decode step reads, as held (quantized or not).")
+      .def("session_arena_bytes", [](const Gemma4Model& mdl, int64_t max_context) {
+        if (max_context < 1) throw InputError(cat("session_arena_bytes: max_context must be >= 1, got ", max_context));
+        py::gil_scoped_release nogil;
+        return mdl.text().session_arena_bytes(max_context);
+      }, py::arg("max_context"), "Bytes of activation arena a session of this max_context allocates (measured).")
+      .def("batch_arena_bytes", [](const Gemma4Model& mdl, int64_t rows) {
+        if (rows < 1) throw InputError(cat("batch_arena_bytes: rows must be >= 1, got ", rows));
+        py::gil_scoped_release nogil;
+        return mdl.text().batch_arena_bytes(rows);
+      }, py::arg("rows"), "Bytes of arena a batched decode step of this many sequences runs through (measured).")
       .def_property_readonly("config", &Gemma4Model::config, py::return_value_policy::reference_internal)
       .def_property_readonly("dir", &Gemma4Model::dir)
       .def_property_readonly("max_context", &Gemma4Model::max_context)
@@ -129,6 +139,7 @@ void bind_model(py::module_& m) {
         const int32_t* p = ids_of(ids, "ids");
         {
           py::gil_scoped_release nogil;
+          mdl.check_files_unchanged();
           mdl.text().embed(p, T, out);
         }
         return tensor_to_numpy(out);

@@ -2,7 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/errors.h"
 #include "core/host_memory.h"
@@ -20,7 +22,8 @@ std::unique_ptr<Arena> Arena::address_space(size_t capacity_bytes) {
   const size_t cap = (capacity_bytes + 63) / 64 * 64;
   // MAP_NORESERVE: pages cost nothing until written (a measuring pass writes only a few host-side inputs).
   void* p = ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) throw MarkbaseError(cat("cannot reserve ", cap, " bytes of address space for a measuring arena"));
+  if (p == MAP_FAILED)
+    throw MarkbaseError(cat("cannot reserve ", cap, " bytes of address space for a measuring arena: ", std::strerror(errno)));
   std::unique_ptr<Arena> a(new Arena());
   a->capacity_ = cap;
   a->buffer_ = std::shared_ptr<char>(static_cast<char*>(p), [cap](char* q) { ::munmap(q, cap); });
@@ -30,9 +33,11 @@ std::unique_ptr<Arena> Arena::address_space(size_t capacity_bytes) {
 void* Arena::allocate(size_t bytes, size_t align) {
   if (align == 0 || (align & (align - 1))) throw InputError(cat("arena: alignment ", align, " is not a power of two"));
   size_t start = (used_ + align - 1) / align * align;
-  if (start > capacity_ || bytes > capacity_ - start)
+  if (start > capacity_ || bytes > capacity_ - start) {
+    exhausted_ = true;
     throw MarkbaseError(cat("arena exhausted: asked for ", bytes, " bytes with ", capacity_ - std::min(start, capacity_),
                             " of ", capacity_, " left"));
+  }
   used_ = start + bytes;
   if (used_ > high_water_) high_water_ = used_;
   return buffer_.get() + start;

@@ -18,7 +18,8 @@ class Arena {
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  // 64-byte aligned; throws MarkbaseError naming the request when the arena is exhausted.
+  // 64-byte aligned; throws MarkbaseError naming the request when the arena is exhausted (and from then
+  // on exhausted() is true: a measuring pass tells which of its arenas ran out).
   void* allocate(size_t bytes, size_t align = 64);
   // A tensor whose memory lives in this arena (valid until reset past its mark).
   Tensor tensor(DType dtype, const Shape& shape);
@@ -28,12 +29,14 @@ class Arena {
   size_t used() const { return used_; }
   size_t capacity() const { return capacity_; }
   size_t high_water() const { return high_water_; }
+  bool exhausted() const { return exhausted_; }
 
  private:
   Arena() = default;
 
   std::shared_ptr<char> buffer_;
   size_t capacity_ = 0, used_ = 0, high_water_ = 0;
+  bool exhausted_ = false;
 };
 
 }  // namespace mb

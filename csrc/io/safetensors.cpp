@@ -109,7 +109,6 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   if (fd.fd < 0) f->fail(error);
   const uint64_t size = uint64_t(st.st_size);
   if (size < 8) f->fail(cat("file is ", size, " bytes, shorter than the 8-byte header length"));
-  f->inode_ = uint64_t(st.st_ino), f->device_ = uint64_t(st.st_dev);
   f->mtime_ns_ = mtime_ns(st);
 
   // The header length is checked against the file size and the maximum before anything else.
@@ -152,9 +151,10 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
 }
 
 std::string SafetensorsFile::changed_on_disk() const {
+  // fstat on the descriptor kept open: the mapped file itself, wherever its path now leads (a file
+  // replaced at the path or deleted is not this one, whose mapping stays whole).
   struct stat st;
-  if (::stat(path_.c_str(), &st) != 0) return "";  // deleted: the mapping keeps the old file
-  if (uint64_t(st.st_ino) != inode_ || uint64_t(st.st_dev) != device_) return "";  // replaced: likewise
+  if (::fstat(fd_, &st) != 0) return cat("cannot be checked (", std::strerror(errno), ")");
   if (uint64_t(st.st_size) != map_size_)
     return cat(uint64_t(st.st_size) < map_size_ ? "truncated" : "grown", " from ", map_size_, " to ",
                uint64_t(st.st_size), " bytes");

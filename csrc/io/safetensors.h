@@ -80,7 +80,8 @@ class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
   // What changed in the file under the mapping since open ("" when nothing): the same file (inode)
   // truncated, grown or modified. Reading a truncated file's lost pages would be a SIGBUS; a modified one
   // mixes old and new weights. A file replaced at the path (a new inode) or deleted is not a change:
-  // the mapping keeps the old one whole. One stat: cheap enough for every session start.
+  // the mapping keeps the old one whole. One fstat of the kept descriptor (follows the file if renamed):
+  // cheap enough for every forward.
   std::string changed_on_disk() const;
 
  private:
@@ -94,7 +95,6 @@ class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
   size_t map_size_ = 0;
   int fd_ = -1;  // the mapped file, open for pread() gathers (core/file_map.h)
   size_t data_start_ = 0;
-  uint64_t inode_ = 0, device_ = 0;
   int64_t mtime_ns_ = 0;
   std::vector<TensorInfo> infos_;  // in keys() order
   std::vector<std::string> keys_;

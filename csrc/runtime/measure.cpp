@@ -1,7 +1,6 @@
 #include "runtime/measure.h"
 
 #include <memory>
-#include <string>
 
 #include "core/errors.h"
 
@@ -50,15 +49,23 @@ const Backend& measure_backend() {
 }
 
 size_t measure_arena_bytes(FunctionRef<void(Arena& activations, Arena& outputs)> pass) {
-  // Address space only: 16 GiB to start, doubled while a pass runs out (nothing is committed).
-  for (size_t reserve = size_t(16) << 30;; reserve *= 2) {
-    std::unique_ptr<Arena> activations = Arena::address_space(reserve);
-    std::unique_ptr<Arena> outputs = Arena::address_space(reserve);
+  // Address space only (nothing is committed), reserved as needed: each arena starts small and the one a
+  // pass exhausts doubles for the next try, so a pass reserves at most about twice what it uses (a fixed
+  // 16 GiB each failed under `ulimit -v` of a few GB).
+  constexpr size_t kFirstReserve = size_t(64) << 20, kMaxReserve = size_t(1) << 44;
+  size_t act_reserve = kFirstReserve, out_reserve = kFirstReserve;
+  for (;;) {
+    std::unique_ptr<Arena> activations = Arena::address_space(act_reserve);
+    std::unique_ptr<Arena> outputs = Arena::address_space(out_reserve);
     try {
       pass(*activations, *outputs);
-    } catch (const MarkbaseError& e) {
-      if (std::string(e.what()).rfind("arena exhausted", 0) == 0 && reserve < (size_t(1) << 44)) continue;
-      throw;
+    } catch (const MarkbaseError&) {
+      const bool grow_act = activations->exhausted() && act_reserve < kMaxReserve;
+      const bool grow_out = outputs->exhausted() && out_reserve < kMaxReserve;
+      if (!grow_act && !grow_out) throw;
+      if (grow_act) act_reserve *= 2;
+      if (grow_out) out_reserve *= 2;
+      continue;
     }
     return activations->high_water() + 4096;  // slack for alignment
   }

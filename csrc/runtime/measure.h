@@ -18,6 +18,7 @@ inline Exec measure_exec() { return Exec{&measure_backend(), false}; }
 
 // Runs pass(activations, outputs) over two address-space arenas (outputs: where the pass allocates the
 // tensors it writes its results to, apart from the activations) and returns the bytes of activation arena
-// a real run of the same pass needs. Retries with more address space while the pass exhausts it.
+// a real run of the same pass needs. Reserves address space as it goes: retries with more while the pass
+// exhausts an arena.
 size_t measure_arena_bytes(FunctionRef<void(Arena& activations, Arena& outputs)> pass);
 }  // namespace mb::runtime

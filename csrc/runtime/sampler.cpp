@@ -54,7 +54,12 @@ void Sampler::reset(uint64_t seed) {
   prompt_ids_.clear();
 }
 
+bool Sampler::penalised() const {
+  return p_.repetition_penalty != 1.f || p_.presence_penalty != 0.f || p_.frequency_penalty != 0.f;
+}
+
 void Sampler::observe_prompt(const int32_t* tokens, int64_t n) {
+  if (p_.repetition_penalty == 1.f) return;  // only the repetition penalty reads the prompt
   if (!in_prompt_.empty()) {
     for (int64_t i = 0; i < n; ++i)
       if (tokens[i] >= 0 && size_t(tokens[i]) < in_prompt_.size()) in_prompt_[size_t(tokens[i])] = 1;
@@ -64,56 +69,68 @@ void Sampler::observe_prompt(const int32_t* tokens, int64_t n) {
 }
 
 void Sampler::fit(int64_t vocab) {
-  if (int64_t(counts_.size()) == vocab) return;
+  if (!penalised() || int64_t(counts_.size()) == vocab) return;
   counts_.assign(size_t(vocab), 0);
   in_prompt_.assign(size_t(vocab), 0);
   for (int32_t t : prompt_ids_)
     if (t >= 0 && t < vocab) in_prompt_[size_t(t)] = 1;
   prompt_ids_.clear();
-  work_.reserve(size_t(vocab));
-  order_.reserve(size_t(vocab));
-  prob_.reserve(size_t(vocab));
 }
+
+namespace {
+// The sampling thread's scratch (Sampler::sample), grown to the vocabulary once.
+struct DrawScratch {
+  std::vector<float> work;  // the penalised logits
+  std::vector<int32_t> order;
+  std::vector<double> prob;
+};
+}  // namespace
 
 int32_t Sampler::sample(const float* logits, int64_t vocab) {
   if (vocab <= 0) throw InputError("sampler: empty logits");
   fit(vocab);
-  work_.assign(logits, logits + vocab);
-  float* z = work_.data();
   for (int64_t i = 0; i < vocab; ++i)
-    if (std::isnan(z[i])) throw InputError(cat("sampler: logit ", i, " is NaN"));
-  auto penalise_repeat = [&](int32_t tok) {
-    float& v = z[tok];
-    v = v > 0.f ? v / p_.repetition_penalty : v * p_.repetition_penalty;
-  };
-  if (p_.repetition_penalty != 1.f)
-    for (int32_t tok = 0; tok < vocab; ++tok)
-      if (in_prompt_[size_t(tok)] || counts_[size_t(tok)]) penalise_repeat(tok);
-  if (p_.presence_penalty != 0.f || p_.frequency_penalty != 0.f)
-    for (int32_t tok = 0; tok < vocab; ++tok)
-      if (const int32_t cnt = counts_[size_t(tok)]) z[tok] -= p_.presence_penalty + p_.frequency_penalty * float(cnt);
+    if (std::isnan(logits[i])) throw InputError(cat("sampler: logit ", i, " is NaN"));
+  thread_local DrawScratch scratch;
+  const float* z = logits;
+  if (penalised()) {
+    scratch.work.assign(logits, logits + vocab);
+    float* w = scratch.work.data();
+    auto penalise_repeat = [&](int32_t tok) {
+      float& v = w[tok];
+      v = v > 0.f ? v / p_.repetition_penalty : v * p_.repetition_penalty;
+    };
+    if (p_.repetition_penalty != 1.f)
+      for (int32_t tok = 0; tok < vocab; ++tok)
+        if (in_prompt_[size_t(tok)] || counts_[size_t(tok)]) penalise_repeat(tok);
+    if (p_.presence_penalty != 0.f || p_.frequency_penalty != 0.f)
+      for (int32_t tok = 0; tok < vocab; ++tok)
+        if (const int32_t cnt = counts_[size_t(tok)]) w[tok] -= p_.presence_penalty + p_.frequency_penalty * float(cnt);
+    z = w;
+  }
   int32_t chosen;
   if (p_.temperature == 0.f) {
     chosen = int32_t(std::max_element(z, z + vocab) - z);  // first maximum: lowest index on ties
   } else {
     // Candidates sorted by logit (descending, lower index first on ties); top-k cuts the list.
-    order_.resize(size_t(vocab));
-    std::iota(order_.begin(), order_.end(), 0);
+    std::vector<int32_t>& order = scratch.order;
+    order.resize(size_t(vocab));
+    std::iota(order.begin(), order.end(), 0);
     auto by_logit = [z](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
     int64_t n = vocab;
     if (p_.top_k > 0 && p_.top_k < vocab) {
-      std::partial_sort(order_.begin(), order_.begin() + p_.top_k, order_.end(), by_logit);
+      std::partial_sort(order.begin(), order.begin() + p_.top_k, order.end(), by_logit);
       n = p_.top_k;
     } else {
-      std::sort(order_.begin(), order_.end(), by_logit);
+      std::sort(order.begin(), order.end(), by_logit);
     }
     // Softmax of logit / temperature over the candidates (f64 for a stable cumulative sum).
-    std::vector<double>& prob = prob_;
+    std::vector<double>& prob = scratch.prob;
     prob.resize(static_cast<size_t>(n));
     const double inv_t = 1.0 / double(p_.temperature);
-    const double zmax = double(z[order_[0]]) * inv_t;
+    const double zmax = double(z[order[0]]) * inv_t;
     double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += prob[size_t(i)] = std::exp(double(z[order_[size_t(i)]]) * inv_t - zmax);
+    for (int64_t i = 0; i < n; ++i) sum += prob[size_t(i)] = std::exp(double(z[order[size_t(i)]]) * inv_t - zmax);
     for (auto& q : prob) q /= sum;
     // top-p: the smallest prefix whose mass reaches top_p (always at least one token).
     int64_t keep = n;
@@ -135,13 +152,13 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
     for (int64_t i = 0; i < keep; ++i) mass += prob[size_t(i)];
     const double u = rng_.uniform() * mass;
     double cum = 0.0;
-    chosen = order_[size_t(keep - 1)];
+    chosen = order[size_t(keep - 1)];
     for (int64_t i = 0; i < keep; ++i) {
       cum += prob[size_t(i)];
-      if (u < cum) { chosen = order_[size_t(i)]; break; }
+      if (u < cum) { chosen = order[size_t(i)]; break; }
     }
   }
-  ++counts_[size_t(chosen)];
+  if (!counts_.empty()) ++counts_[size_t(chosen)];
   return chosen;
 }
 

@@ -40,18 +40,19 @@ class Sampler {
   void reset(uint64_t seed);
 
  private:
+  // Penalties on: the per-token tables below are kept (without them a sampler holds no per-vocabulary memory).
+  bool penalised() const;
   // Sizes the dense per-token tables for `vocab` (first sample; again only if the vocabulary changes).
   void fit(int64_t vocab);
 
   SamplerParams p_;
   Rng rng_;
-  // Dense per-token tables, sized at the first sample: no allocation per token after that.
+  // Dense per-token tables of the penalties, sized at the first sample: no allocation per token after that.
+  // The scratch of a draw (penalised logits, candidate order, probabilities) is the sampling thread's, so
+  // a batch of sequences holds one copy of it, not one per sequence.
   std::vector<int32_t> counts_;      // generated token -> occurrences
   std::vector<uint8_t> in_prompt_;   // prompt token -> seen
   std::vector<int32_t> prompt_ids_;  // prompt tokens observed before the vocabulary size is known
-  std::vector<float> work_;
-  std::vector<int32_t> order_;
-  std::vector<double> prob_;
 };
 
 }  // namespace mb::runtime

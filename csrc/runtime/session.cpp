@@ -128,6 +128,7 @@ void Session::decode_batch(std::span<Session* const> sessions, const int32_t* id
     states.push_back(s.state_.get());
     before.push_back(s.state_->position);
   }
+  first.model_->check_files_unchanged();
   const int64_t V = first.model_->config().text_config.vocab_size;
   Tensor logits = Tensor::empty(DType::F32, {int64_t(B), V});
   for (Session* s : sessions) s->have_logits_ = false;
@@ -171,6 +172,7 @@ Tensor Session::prefill(const int32_t* ids, int64_t T, bool all_logits) {
 Tensor Session::prefill_embeds(const Tensor& x, const int32_t* ids, const int32_t* block_ids, int64_t T, bool all_logits) {
   InUse guard(*this);
   check_room(T);
+  model_->check_files_unchanged();
   have_logits_ = false;
   Tensor out = all_logits ? Tensor::empty(DType::F32, {T, model_->config().text_config.vocab_size}) : last_logits_;
   const gemma4::TextDecoder& text = model_->text();
@@ -190,6 +192,7 @@ Tensor Session::prefill_embeds(const Tensor& x, const int32_t* ids, const int32_
 Tensor Session::decode(int32_t id) {
   InUse guard(*this);
   check_room(1);
+  model_->check_files_unchanged();
   have_logits_ = false;
   run_forward([&] { model_->text().forward(*state_, &id, 1, false, last_logits_); });
   check_finite(last_logits_);
@@ -211,6 +214,7 @@ int32_t Session::step(int32_t id, Sampler& sampler) {
 NonFiniteReport trace_nonfinite(const gemma4::Gemma4Model& model, const int32_t* ids, int64_t T, const Tensor& x,
                                 const int32_t* block_ids) {
   if (T < 1) throw InputError("trace: no tokens");
+  model.check_files_unchanged();
   const gemma4::TextDecoder& text = model.text();
   auto state = text.new_state(T);
   Tensor logits = Tensor::empty(DType::F32, {T, model.config().text_config.vocab_size});

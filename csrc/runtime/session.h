@@ -1,6 +1,8 @@
 // A decoding session over a loaded model: one KV cache, the position, the context limit, and the logits
 // of the last forward in a buffer the session owns. prefill / decode / step run the decoder; step samples
 // the next token in C++, so a generation loop never moves the [vocab] logits across the Python boundary.
+// Every forward first checks the checkpoint's files (Gemma4Model::check_files_unchanged: one fstat each),
+// so a file truncated under a live session is a CheckpointError, not a SIGBUS at the first lost page.
 #pragma once
 #include <atomic>
 #include <cstdint>

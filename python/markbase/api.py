@@ -161,9 +161,28 @@ class Model:
     def memory_plan(self) -> dict:
         """What this model needs in memory, as planned at load (markbase/memory.py): mapped and quantized
         weights, one session's KV cache at max_context (bytes per token, sliding rings), activations, the
-        total, and the memory that was available (None: unknown). Each further session at full context
-        adds its own KV cache and activations."""
+        total, and the memory that was available (None: unknown). Each further session adds its own KV
+        cache and activations: see check_sessions."""
         return self._memory_plan.as_dict()
+
+    def check_sessions(self, n: int, context: int | None = None, what: str = "sessions",
+                       batch_rows: int | None = None, penalties: bool = False) -> dict:
+        """Whether n sessions of `context` tokens each (default max_context), `batch_rows` of them decoding
+        together (default n; 0: none), fit beside the model in the memory available at load: their figures
+        (markbase/memory.py SessionsNeed.as_dict), or a ConfigError stating the numbers, headed by `what`.
+        penalties: the generating sequences' samplers keep per-token tables (repetition / presence /
+        frequency penalties). A server checks its --max-batch sessions plus its prompt cache this way at
+        startup: check_sessions(max_batch + prompt_cache, what=..., batch_rows=max_batch, penalties=True)."""
+        from .memory import check_sessions
+
+        context = self.max_context if context is None else context
+        for name, value, low in (("n", n, 1), ("context", context, 1), ("batch_rows", batch_rows, 0)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+                raise InputError(f"check_sessions: {name} must be an integer >= {low}, got {value!r}")
+        if context > self.max_context:
+            raise InputError(f"check_sessions: context must be at most max_context {self.max_context}, got {context}")
+        rows = n if batch_rows is None else min(batch_rows, n)
+        return check_sessions(self._memory_plan, self._core, {context: n}, what, rows, bool(penalties)).as_dict()
 
     @property
     def check_finite(self) -> bool:
@@ -312,17 +331,32 @@ class Model:
         per prompt, in order. The options apply to every prompt; seed s gives prompt i the seed s + i.
         Each prompt's output equals generate()'s for it alone, bit for bit (greedy, or sampled with its seed):
         a batched step computes every sequence as it would alone (tests/generation/test_batch.py)."""
-        from .generate import run_batch
+        from .generate import SequenceRun, run_batch
 
         if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)) or not prompts:
             raise InputError("generate_batch: prompts must be a non-empty list of prompts (strings or message lists)")
-        runs = [self.start_sequence(p, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                                    min_p=min_p, repetition_penalty=repetition_penalty,
-                                    presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
-                                    seed=None if seed is None else int(seed) + i, stop=stop, system=system,
-                                    enable_thinking=enable_thinking, tools=tools)
-                for i, p in enumerate(prompts)]
+        prepared = [self.prepare(p, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                                 min_p=min_p, repetition_penalty=repetition_penalty,
+                                 presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+                                 seed=None if seed is None else int(seed) + i, stop=stop, system=system,
+                                 enable_thinking=enable_thinking, tools=tools)
+                    for i, p in enumerate(prompts)]
+        contexts = self._check_batch_memory(prepared)
+        runs = [SequenceRun(self, self.session(c), prompt, opts) for (prompt, opts), c in zip(prepared, contexts)]
         return run_batch(self, runs)
+
+    def _check_batch_memory(self, prepared) -> list[int]:
+        """Each (prompt, options)'s session context (its prompt and max_new_tokens, within max_context), once
+        the sessions of all of them and their batched step are known to fit in memory (InputError if not)."""
+        from collections import Counter
+
+        from .memory import check_sessions
+
+        contexts = [min(len(prompt.ids) + opts.max_new_tokens, self.max_context) for prompt, opts in prepared]
+        penalties = any(o.repetition_penalty != 1 or o.presence_penalty or o.frequency_penalty for _, o in prepared)
+        check_sessions(self._memory_plan, self._core, Counter(contexts), f"generate_batch of {len(prepared)} prompts",
+                       batch_rows=len(prepared), penalties=penalties, error=InputError)
+        return contexts
 
     def start_sequence(self, prompt_or_messages, *, system: str | None = None, enable_thinking: bool | None = None,
                        tools: list | None = None, **sampling):

@@ -7,16 +7,25 @@ cache: full layers grow with the context, sliding layers keep a ring of window â
 its activation arena. `load` refuses a max_context whose plan exceeds the memory available, with the
 numbers, and without max_context picks the longest that fits. Available memory: MemAvailable, bounded by
 the cgroup limit of a container, or MARKBASE_MEMORY_LIMIT (bytes) when set.
+
+Several sessions (generate_batch, a server's batch and prompt cache): `check_sessions` adds up what each
+session allocates (its KV cache at its context, its measured activation arena, its logits buffer, its
+sampler's penalty tables) and what a batched decode step of their rows adds, and refuses with the numbers
+what does not fit beside the model in the memory that was available at load.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 KV_DTYPE_BYTES = 4          # caches hold f32 keys and values
 KV_SLOT_EXTRA_BYTES = 8     # per cached token: its position and bidirectional block id (i32 each)
 ARENA_ALLOWANCE = 64 << 20  # activations of one prefill chunk, before the measured figure is known
+LOGITS_BYTES = 4            # per vocabulary entry: f32 logits (a session's buffer, a batched step's rows)
+PENALTY_TABLE_BYTES = 5     # per vocabulary entry, a sampler with penalties: counts (i32) and prompt flags (u8)
+DRAW_SCRATCH_BYTES = 16     # per vocabulary entry, the sampling thread's scratch: logits f32, order i32, probs f64
 
 
 @dataclass
@@ -176,3 +185,84 @@ def choose_max_context(plan: MemoryPlan, limit: int, given: int | None) -> int:
         lo, hi = (plan.max_context, hi) if plan.total_bytes <= avail else (lo, plan.max_context - 1)
     plan.max_context = lo
     return lo
+
+
+@dataclass
+class SessionsNeed:
+    """What a set of sessions allocates beside the model (runtime/session.cpp, runtime/kv_cache.cpp,
+    runtime/sampler.cpp), each figure summed over the sessions."""
+    what: str                 # who asks, for messages ("generate_batch of 300 prompts")
+    sessions: int
+    max_context: int          # the longest session's context
+    kv_bytes: int             # KV caches, each full at its context
+    arena_bytes: int          # activation arenas (measured by the core for each context)
+    logits_bytes: int         # each session's last-logits buffer
+    sampler_bytes: int        # samplers' penalty tables (none without penalties)
+    batch_rows: int           # rows of a batched decode step (0: the sessions do not decode together)
+    batch_bytes: int          # that step's arena and logits rows, and the sampling scratch
+    growth_bytes: int         # a full cache doubling holds its old and new buffers at once: one session's
+
+    @property
+    def total_bytes(self) -> int:
+        return (self.kv_bytes + self.arena_bytes + self.logits_bytes + self.sampler_bytes + self.batch_bytes
+                + self.growth_bytes)
+
+    def as_dict(self) -> dict:
+        return dict(asdict(self), total_bytes=self.total_bytes)
+
+    def describe(self) -> str:
+        mb = lambda n: f"{n / 1e6:.1f} MB"  # noqa: E731
+        parts = [f"KV caches {mb(self.kv_bytes)}", f"activations {mb(self.arena_bytes)}",
+                 f"logits {mb(self.logits_bytes)}"]
+        if self.sampler_bytes:
+            parts.append(f"sampler tables {mb(self.sampler_bytes)}")
+        if self.batch_rows:
+            parts.append(f"a batched step of {self.batch_rows} rows {mb(self.batch_bytes)}")
+        parts.append(f"cache growth {mb(self.growth_bytes)}")
+        return (f"{self.sessions} session(s) of up to {self.max_context} tokens need {mb(self.total_bytes)} = "
+                + " + ".join(parts))
+
+
+def sessions_need(plan: MemoryPlan, core, contexts: Mapping[int, int], what: str, batch_rows: int = 0,
+                  penalties: bool = False) -> SessionsNeed:
+    """What sessions allocate: contexts maps a context length to the number of sessions of that length;
+    `batch_rows` of them decode together; penalties: the samplers of the sequences generating (the batch's
+    rows, or every session without a batch) keep per-token tables. `core`: the loaded model (its measured
+    arenas)."""
+    vocab = core.config.text_config.vocab_size
+    sessions = sum(contexts.values())
+    longest = max(contexts)
+    generating = batch_rows or sessions
+    batch = 0
+    if batch_rows:
+        batch = (core.batch_arena_bytes(batch_rows) + LOGITS_BYTES * vocab * batch_rows
+                 + DRAW_SCRATCH_BYTES * vocab)
+    return SessionsNeed(
+        what=what, sessions=sessions, max_context=longest,
+        kv_bytes=sum(plan.kv_bytes_at(c) * k for c, k in contexts.items()),
+        arena_bytes=sum(core.session_arena_bytes(c) * k for c, k in contexts.items()),
+        logits_bytes=LOGITS_BYTES * vocab * sessions,
+        sampler_bytes=PENALTY_TABLE_BYTES * vocab * generating if penalties else 0,
+        batch_rows=batch_rows, batch_bytes=batch, growth_bytes=plan.kv_bytes_at(longest))
+
+
+def model_bytes(plan: MemoryPlan) -> int:
+    """The model's own share of memory whatever its sessions: weights, and the load plan's activation
+    allowance (it also covers the kernels' per-thread scratch, which sessions share)."""
+    return plan.weights_mapped_bytes + plan.weights_resident_bytes + plan.arena_bytes
+
+
+def check_sessions(plan: MemoryPlan, core, contexts: Mapping[int, int], what: str, batch_rows: int = 0,
+                   penalties: bool = False, error: type | None = None) -> SessionsNeed:
+    """sessions_need, refused with the numbers (`error`, ConfigError by default) when it does not fit beside
+    the model in the memory available at load (MARKBASE_MEMORY_LIMIT, MemAvailable or the cgroup's)."""
+    from ._core import ConfigError
+
+    need = sessions_need(plan, core, contexts, what, batch_rows, penalties)
+    avail = plan.available_bytes
+    if avail is not None and model_bytes(plan) + need.total_bytes > avail:
+        raise (error or ConfigError)(
+            f"{what}: does not fit in memory: {need.describe()}, beside the model's "
+            f"{model_bytes(plan) / 1e6:.1f} MB, but {avail / 1e6:.1f} MB is available; use fewer sessions or "
+            f"shorter contexts")
+    return need

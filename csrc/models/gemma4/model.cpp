@@ -194,6 +194,7 @@ auto Gemma4Model::checked(F&& encode) const {
 }
 
 VisionOutput Gemma4Model::encode_image(const Tensor& pixels, const Tensor& positions) const {
+  check_files_unchanged();
   if (vision_) return checked([&] { return vision_->encode(pixels, positions); });
   if (unified_vision_) return checked([&] { return unified_vision_->encode(pixels, positions); });
   throw InputError(cat("this checkpoint (", cfg_.family(), ", ", dir_, ") has no vision encoder: its config.json has no "
@@ -201,6 +202,7 @@ VisionOutput Gemma4Model::encode_image(const Tensor& pixels, const Tensor& posit
 }
 
 AudioOutput Gemma4Model::encode_audio(const Tensor& features, int64_t valid_frames) const {
+  check_files_unchanged();
   if (audio_) return checked([&] { return audio_->encode(features, valid_frames); });
   if (unified_audio_) {
     if (features.dim() == 2 && valid_frames != features.size(0))

@@ -56,8 +56,8 @@ class Gemma4Model {
   // embedding counted once as the LM head; of stacked experts the top_k / num_experts a token is routed
   // to), as the model holds them (quantized or not).
   size_t decode_weight_bytes() const;
-  // CheckpointError when a safetensors file was truncated or modified in place since load (checked at
-  // every session start: the weights are read from the mapping).
+  // CheckpointError when a safetensors file was truncated or modified in place since load (checked before
+  // every forward of a session and every encoder call: the weights are read from the mapping).
   void check_files_unchanged() const { ckpt_.check_unchanged(); }
   // Encodes one image's patches (preprocess/image.py): the vision tower + embed_vision, or the 12B's
   // embedder. InputError when the checkpoint has no vision part.

@@ -1,6 +1,7 @@
 #include "models/gemma4/text.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -116,23 +117,53 @@ std::unique_ptr<DecoderState> TextDecoder::new_state(int64_t max_context) const 
                                                          lc.is_sliding() ? cfg_.sliding_window : 0,
                                                          settings_.max_chunk, max_context);
   }
-  st->chunk_capacity = settings_.max_chunk;
-  // The largest of a full prefill chunk and a decode step (the MoE paths differ by size).
-  st->arena_storage = std::make_unique<Arena>(std::max(measure_arena(settings_.max_chunk), measure_arena(1)));
+  st->chunk_capacity = session_chunk(max_context);
+  st->arena_storage = std::make_unique<Arena>(session_arena_bytes(max_context));
   st->arena = st->arena_storage.get();
   return st;
+}
+
+int64_t TextDecoder::session_chunk(int64_t max_context) const {
+  // No chunk is longer than the context; rounded up to a power of two, so sessions of many different
+  // lengths share a few measured sizes. (The caches' rings are sized for max_chunk: they exist only when
+  // the context is longer than that.)
+  const int64_t longest = std::clamp<int64_t>(max_context, 1, settings_.max_chunk);
+  return std::min(settings_.max_chunk, int64_t(std::bit_ceil(uint64_t(longest))));
+}
+
+size_t TextDecoder::session_arena_bytes(int64_t max_context) const {
+  const int64_t chunk = session_chunk(max_context);
+  // The largest of a full chunk and a decode step; with experts, also the longest chunk that still takes
+  // the gathered path (the MoE paths differ by size).
+  size_t bytes = std::max(measure_arena(chunk), measure_arena(1));
+  if (cfg_.enable_moe_block) bytes = std::max(bytes, measure_arena(std::min(chunk, kMoeGatheredRows / cfg_.top_k_experts)));
+  return bytes;
+}
+
+size_t TextDecoder::batch_arena_bytes(int64_t rows) const {
+  return measure_arena(std::clamp<int64_t>(rows, 1, settings_.max_chunk));
+}
+
+void TextDecoder::reserve_arena(DecoderState& st, size_t bytes) const {
+  if (bytes <= st.arena->capacity()) return;
+  st.arena_storage = std::make_unique<Arena>(bytes);
+  st.arena = st.arena_storage.get();
 }
 
 void TextDecoder::reserve_chunk(DecoderState& st, int64_t T) const {
   if (T <= st.chunk_capacity) return;
   for (auto& c : st.caches) c.reserve_chunk(T);
-  st.arena_storage = std::make_unique<Arena>(std::max(measure_arena(T), st.arena->capacity()));
-  st.arena = st.arena_storage.get();
+  reserve_arena(st, measure_arena(T));
   st.chunk_capacity = T;
 }
 
 size_t TextDecoder::measure_arena(int64_t T) const {
-  return runtime::measure_arena_bytes([&](Arena& activations, Arena& outputs) {
+  {
+    std::lock_guard<std::mutex> lock(measured_mu_);
+    auto it = measured_.find(T);
+    if (it != measured_.end()) return it->second;
+  }
+  const size_t bytes = runtime::measure_arena_bytes([&](Arena& activations, Arena& outputs) {
     DecoderState m;
     m.ex = runtime::measure_exec();
     m.caches.resize(cfg_.layers.size());
@@ -144,6 +175,9 @@ size_t TextDecoder::measure_arena(int64_t T) const {
     const RowSegment seg{&m, 0, T};
     forward_chunk(m, {&seg, 1}, nullptr, ids.data(), blocks.data(), T, true, logits);
   });
+  std::lock_guard<std::mutex> lock(measured_mu_);
+  measured_.emplace(T, bytes);
+  return bytes;
 }
 
 void TextDecoder::llm_ids(const int32_t* ids, int64_t T, int32_t* out) const {
@@ -239,7 +273,7 @@ void TextDecoder::forward_batch(std::span<DecoderState* const> states, const int
     segs.clear();
     for (int64_t b = 0; b < n; ++b) segs.push_back({states[size_t(s + b)], b, 1});
     DecoderState& work = *states[size_t(s)];
-    reserve_chunk(work, n);
+    reserve_arena(work, batch_arena_bytes(n));  // one row per sequence: the caches take chunks of 1
     Tensor rows = logits.slice(0, s, s + n);
     struct RowInvariant {  // the flag for this step only, however it ends
       Exec& ex;

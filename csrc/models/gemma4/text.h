@@ -8,7 +8,9 @@
 // embeddings, where placeholders are also looked up as pad (spec §2.0, §2.3).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -84,10 +86,18 @@ class TextDecoder {
   const TextConfig& config() const { return cfg_; }
   const TextSettings& settings() const { return settings_; }
   const Exec& exec() const { return ex_; }
+  // A state for a sequence of at most max_context tokens: its caches, and an arena of
+  // session_arena_bytes(max_context).
   std::unique_ptr<DecoderState> new_state(int64_t max_context) const;
   // Grows the caches' chunk capacity and the arena so a chunk of T tokens fits (a bidirectional block is
   // never split across chunks, so a block longer than max_chunk makes a longer chunk).
   void reserve_chunk(DecoderState& state, int64_t T) const;
+  // The activation arena a state of this max_context holds: sized for its longest chunk (max_chunk, or
+  // the context rounded up to a power of two when shorter) and a decode step.
+  size_t session_arena_bytes(int64_t max_context) const;
+  // The arena a batched decode step of `rows` sequences runs through (forward_batch grows the first
+  // sequence's arena to it; groups hold at most max_chunk rows).
+  size_t batch_arena_bytes(int64_t rows) const;
 
   // ids [T] → out [T, H] f32: E[ids'] · embed_scale with placeholder ids replaced by pad.
   void embed(const int32_t* ids, int64_t T, Tensor& out) const;
@@ -128,8 +138,12 @@ class TextDecoder {
   // Host copy of ids with placeholders replaced by pad.
   void llm_ids(const int32_t* ids, int64_t T, int32_t* out) const;
   // Bytes of arena a chunk of T tokens needs: the high-water mark of a forward at that size run on the
-  // measuring backend (runtime/measure.h), nothing executed.
+  // measuring backend (runtime/measure.h), nothing executed. Measured once per T (remembered).
   size_t measure_arena(int64_t T) const;
+  // The longest chunk a state of this max_context is sized for (its arena and chunk_capacity).
+  int64_t session_chunk(int64_t max_context) const;
+  // Grows the state's arena to at least `bytes`.
+  void reserve_arena(DecoderState& state, size_t bytes) const;
   // Bidirectional blocks apply to this layer (spec §3.7 / §5.4)?
   bool layer_uses_blocks(const LayerSpec& lc) const;
 
@@ -144,6 +158,8 @@ class TextDecoder {
   static constexpr int64_t kMoeGatheredRows = 16;
   Tensor moe_row_token_;  // [kMoeGatheredRows] i32: row r = t·K + j belongs to token r / K
   Tensor moe_zeros_;      // [kMoeGatheredRows, H] f32 zeros (the accumulator's start)
+  mutable std::mutex measured_mu_;
+  mutable std::map<int64_t, size_t> measured_;  // measure_arena's results by T
 };
 
 }  // namespace mb::gemma4
