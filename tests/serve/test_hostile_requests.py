@@ -223,13 +223,6 @@ def test_accepted_fields_that_do_not_change_the_output(client):
     assert r.status == 200, r.body
 
 
-# The two bodies below are refused by FastAPI before protocol.py sees them; until app.py's exception boundary
-# lands (the lead's part of issue 38 item 3) the answer is FastAPI's {"detail": ...}, not OpenAI's error JSON.
-NEEDS_APP_BOUNDARY = pytest.mark.xfail(
-    strict=True, reason="app.py: invalid UTF-8 / 100k-deep JSON get FastAPI's {'detail': ...} until the app's "
-                        "exception boundary lands; remove this mark then")
-
-
 def unparseable_body_is_openai_error_json(client, raw):
     r = client.post(COMPLETIONS, raw)
     assert r.status == 400, (r.status, r.body[:300])
@@ -242,10 +235,10 @@ def test_unparseable_body(client, raw):
     unparseable_body_is_openai_error_json(client, raw)
 
 
-@NEEDS_APP_BOUNDARY
 @pytest.mark.parametrize("raw", [b'{"model": "tiny-e2b", "prompt": "\xff\xfe"}', b"[" * 100000 + b"]" * 100000],
                          ids=["invalid UTF-8", "100k-deep JSON"])
-def test_unparseable_body_needing_the_app_boundary(client, raw):
+def test_unparseable_body_refused_by_fastapi(client, raw):
+    """(FastAPI refuses these before protocol.py sees them; the app's handlers answer OpenAI error JSON)"""
     unparseable_body_is_openai_error_json(client, raw)
 
 

@@ -25,7 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .._core import InputError, MarkbaseError
+from .._core import ConfigError, InputError, MarkbaseError
 from ..generate import GenerationResult
 from ..tokenizer import CHANNEL_CLOSE, CHANNEL_OPEN, split_thinking
 from .guard import REQUEST_MEMORY_FACTOR, Guard, RequestBudget, scope_authorized
@@ -58,7 +58,9 @@ class ServerState:
             model = load()
             if self.max_body_bytes is None:
                 self.max_body_bytes = default_max_body_bytes(model)
-            self.requests = RequestBudget(request_memory_budget(model, self.max_body_bytes))
+            self.worker.session_context, sessions_bytes = fit_sessions(model, self.worker.max_batch,
+                                                                       self.worker.cache.capacity)
+            self.requests = RequestBudget(request_memory_budget(model, self.max_body_bytes, sessions_bytes))
             self.model = model
         except BaseException as e:  # noqa: BLE001 - any failure is reported by /health, never left "loading"
             self.load_error = f"{type(e).__name__}: {e}"
@@ -118,16 +120,45 @@ def _verbatim_text(messages: list[dict]):
             yield from (p["text"].strip() for p in content if p.get("type") == "text" and isinstance(p.get("text"), str))
 
 
-def request_memory_budget(model, max_body_bytes: int) -> int:
-    """What the requests in flight may hold together: the memory left beside the model's plan, and at least
-    what one request of the largest body holds (REQUEST_MEMORY_FACTOR x max_body_bytes)."""
-    from ..memory import available_memory
+def fit_sessions(model, max_batch: int, prompt_cache: int) -> tuple[int, int]:
+    """(the context each request's session gets, what the server's sessions need in bytes): max_context when
+    its sessions (max_batch running, a batched step of them, prompt_cache kept) all fit beside the model at
+    it, else the longest that does (logged). ConfigError with the numbers when not even one prefill chunk
+    fits."""
+    sessions, what = max_batch + prompt_cache, f"markbase serve (--max-batch {max_batch}, --prompt-cache {prompt_cache})"
 
+    def need(context: int) -> int:
+        return model.check_sessions(sessions, context=context, what=what, batch_rows=max_batch,
+                                    penalties=True)["total_bytes"]
+
+    try:
+        return model.max_context, need(model.max_context)
+    except ConfigError:
+        pass
+    lo, hi = min(model.prefill_chunk, model.max_context), model.max_context
+    need(lo)  # raises, with the numbers, when even that does not fit
+    while lo < hi:  # the longest context that fits, by bisection (the need grows with the context)
+        mid = (lo + hi + 1) // 2
+        try:
+            need(mid)
+            lo = mid
+        except ConfigError:
+            hi = mid - 1
+    log.warning("markbase serve: %d sessions at max_context %d do not fit in memory; each request gets %d tokens "
+                "(lower --max-batch or --prompt-cache for longer ones)", sessions, model.max_context, lo)
+    return lo, need(lo)
+
+
+def request_memory_budget(model, max_body_bytes: int, sessions_bytes: int) -> int:
+    """What the requests in flight may hold together: the memory available at load less the model's share and
+    its sessions' (sessions_bytes), and at least what one request of the largest body holds
+    (REQUEST_MEMORY_FACTOR x max_body_bytes)."""
+    plan = model.memory_plan()
     one = REQUEST_MEMORY_FACTOR * max_body_bytes
-    available = available_memory()
-    if available is None:
+    if plan["available_bytes"] is None:
         return 8 * one
-    return max(one, available - model.memory_plan()["total_bytes"])
+    model_share = plan["weights_mapped_bytes"] + plan["weights_resident_bytes"] + plan["arena_bytes"]
+    return max(one, plan["available_bytes"] - model_share - sessions_bytes)
 
 
 def _sse(obj: dict | str) -> bytes:

@@ -109,6 +109,7 @@ class _Active:
 class Worker:
     def __init__(self, max_queue: int, max_batch: int, prompt_cache: int = 4):
         self.max_batch = max_batch
+        self.session_context: int | None = None  # each request's session (None: the model's max_context)
         self.cache = PromptCache(prompt_cache)
         self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=max_queue)
         self._active: list[_Active] = []
@@ -171,7 +172,8 @@ class Worker:
         try:
             prompt, opts = job.prepare()
             session, prefix = self.cache.take(prompt, job.model.prefill_chunk)
-            run = SequenceRun(job.model, session or job.model.session(), prompt, opts, prefix, prefill=False)
+            run = SequenceRun(job.model, session or job.model.session(self.session_context), prompt, opts, prefix,
+                              prefill=False)
         except InputError as e:
             return self._finish(job, "input_error", e)
         except Exception as e:  # noqa: BLE001 - a 500 for this request; the worker lives on
