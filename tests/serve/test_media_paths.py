@@ -116,8 +116,8 @@ def test_devices_directories_and_invalid_paths_are_400(server):
     cases = [(os.path.join(d, "nope.png"), "no such file"), (d, "directory"), ("/dev/zero", "outside"),
              ("file:///dev/zero", "outside"),
              (os.path.join(d, "a\u0000b.png"), "NUL"), (os.path.join(d, "x" * 5000), "too long"),
-             ("", "expected a data: URL"), (123, "expected a data: URL"), (["x"], "expected a data: URL"),
-             ({"a": 1}, "expected a data: URL")]
+             ("", "expected a data: URL"), (123, "expected a string"), (["x"], "expected a string"),
+             ({"a": 1}, "expected a string")]
     for url, fragment in cases:
         assert_refused(chat(server, image_part(url)), 400, fragment)
     # /dev/zero where devices are "allowed": refused for what it is, at once
