@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ._core import InputError, Tensor
+from ._core import InputError, MarkbaseError, Tensor
 from ._core import ops as _ops
 
 ROW_BLOCK_BYTES = 32 << 20  # source rows quantized per step
@@ -159,10 +159,12 @@ def quantization_config(bits: int, group_size: int, overrides: dict[str, int]) -
 
 def read_quantization(path: str):
     """config.json's "quantization" block as stored (None when absent or unreadable)."""
+    from .files import CHECKPOINT_JSON_MAX_BYTES, read_checkpoint_text
+
     try:
-        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
-            return json.load(f).get("quantization")
-    except (OSError, ValueError, AttributeError):
+        return json.loads(read_checkpoint_text(os.path.join(path, "config.json"), CHECKPOINT_JSON_MAX_BYTES)
+                          ).get("quantization")
+    except (MarkbaseError, ValueError, AttributeError):
         return None
 
 
@@ -207,8 +209,9 @@ def quantize_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, bits: in
     if os.path.abspath(src) == os.path.abspath(dst):
         raise InputError(f"quantize: the output directory must differ from the input ({src})")
     require_valid(src)
-    with open(os.path.join(src, "config.json"), encoding="utf-8") as f:
-        raw_cfg = json.load(f)
+    from .files import CHECKPOINT_JSON_MAX_BYTES, read_checkpoint_text
+
+    raw_cfg = json.loads(read_checkpoint_text(os.path.join(src, "config.json"), CHECKPOINT_JSON_MAX_BYTES))
     if "quantization" in raw_cfg:
         raise InputError(f"quantize: {src} is already quantized (its config.json has 'quantization')")
     cfg = load_config(src)
