@@ -6,6 +6,7 @@ import json
 import os
 from typing import Iterable
 
+from . import args
 from ._core import CheckpointError, InputError
 from .chat_template import check_messages, render
 
@@ -68,15 +69,15 @@ class Tokenizer:
         return max(self._tok.get_vocab(with_added_tokens=True).values()) + 1
 
     def token_to_id(self, token: str) -> int | None:
-        return self._tok.token_to_id(token)
+        return self._tok.token_to_id(args.text(token, "token_to_id: token"))
 
     def id_to_token(self, i: int) -> str | None:
-        return self._tok.id_to_token(i)
+        return self._tok.id_to_token(args.integer(i, "id_to_token: i", 0, args.TOKEN_ID_LIMIT - 1))
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Token ids; with add_special_tokens, exactly one <bos> leads (never two)."""
-        if not isinstance(text, str):
-            raise InputError(f"encode: text must be a string, got {type(text).__name__}")
+        args.text(text, "encode: text")
+        add_special_tokens = args.boolean(add_special_tokens, "encode: add_special_tokens")
         ids = self._tok.encode(text, add_special_tokens=False).ids
         if add_special_tokens:
             while ids and ids[0] == self.bos_id:
@@ -85,7 +86,8 @@ class Tokenizer:
         return ids
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
-        return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        return self._tok.decode(_token_ids(ids, "decode: ids"),
+                                skip_special_tokens=args.boolean(skip_special_tokens, "decode: skip_special_tokens"))
 
     def stream(self, skip_special_tokens: bool = False) -> "StreamDecoder":
         return StreamDecoder(self, skip_special_tokens)
@@ -99,6 +101,20 @@ class Tokenizer:
         specials = {k: self._token_text(k, "") for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
         return render(self.chat_template, msgs, add_generation_prompt=add_generation_prompt, tools=tools,
                       special_tokens=specials, **kwargs)
+
+
+def _token_ids(ids, what: str) -> list[int]:
+    """ids (any iterable of integers) as the list of ints the tokenizers library takes (u32 ids)."""
+    if isinstance(ids, (str, bytes, dict)):
+        raise InputError(f"{what} must be a sequence of integer token ids, got {args.shown(ids)}")
+    try:
+        items = list(ids)
+    except TypeError:
+        raise InputError(f"{what} must be a sequence of integer token ids, got {args.shown(ids)}") from None
+    for k, i in enumerate(items):
+        if not args.is_int(i) or not 0 <= i < args.TOKEN_ID_LIMIT:
+            raise InputError(f"{what}[{k}] must be a token id (an integer in [0, 2**32)), got {args.shown(i)}")
+    return [int(i) for i in items]
 
 
 class StreamDecoder:

@@ -31,10 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import args
 from .._core import InputError
 from .image import _fetch_url
 
 SAMPLE_RATE = 16_000
+MAX_SAMPLE_RATE = 10_000_000  # Hz a sample array may claim
 MAX_AUDIO_S = 30.0
 # Gemma4AudioFeatureExtractor's constants (spec §4.1)
 FRAME_LENGTH = 320          # 20 ms
@@ -74,12 +76,10 @@ WINDOW = np.hanning(FRAME_LENGTH + 1)[:-1].astype(np.float32)  # periodic Hann
 
 
 def _check_rate(sample_rate, what: str) -> int:
-    if isinstance(sample_rate, (bool, np.bool_)) or not isinstance(sample_rate, (int, np.integer, float, np.floating)):
-        raise InputError(f"{what}: sample_rate must be a number of Hz (an int), got {sample_rate!r} "
-                         f"({type(sample_rate).__name__})")
-    if not math.isfinite(sample_rate) or sample_rate != int(sample_rate) or not 1 <= int(sample_rate) <= 10_000_000:
-        raise InputError(f"{what}: sample_rate must be a whole number of Hz in [1, 10^7], got {sample_rate!r}")
-    return int(sample_rate)
+    rate = args.real(sample_rate, f"{what}: sample_rate (Hz)", 1, MAX_SAMPLE_RATE)
+    if rate != int(rate):
+        raise InputError(f"{what}: sample_rate must be a whole number of Hz, got {args.shown(sample_rate)}")
+    return int(rate)
 
 
 def _decode_file(data_or_path, what: str) -> tuple[np.ndarray, int]:
@@ -148,7 +148,7 @@ def load_audio(src, sample_rate=None, what: str = "audio") -> np.ndarray:
             raise InputError(f"{what}: a sample array needs its sample_rate (e.g. sample_rate=16000 or "
                              f"(samples, 16000)); markbase does not guess it")
         rate = _check_rate(sample_rate, what)
-        arr = np.asarray(src)
+        arr = args.array(src, f"{what}: samples")
         return _finish(_mono(_as_float(arr, what), what), rate, what)
     raise InputError(f"{what}: audio must be a path, bytes, a URL, a numpy array with sample_rate or "
                      f"(array, sample_rate); got {type(src).__name__}")
@@ -222,11 +222,9 @@ def waveform_frames(samples: np.ndarray, frame: int = UNIFIED_FRAME) -> np.ndarr
 def process_audio(src, *, sample_rate=None, unified: bool = False, max_audio_s: float | None = None,
                   unified_frame: int = UNIFIED_FRAME, what: str = "audio") -> ProcessedAudio:
     """load_audio, the length check, then log_mel (E2B/E4B) or waveform_frames of unified_frame samples (12B)."""
+    limit = MAX_AUDIO_S if max_audio_s is None else args.real(max_audio_s, f"{what}: max_audio_s", lo=0, lo_open=True)
     samples = load_audio(src, sample_rate, what)
-    limit = MAX_AUDIO_S if max_audio_s is None else float(max_audio_s)
     duration = len(samples) / SAMPLE_RATE
-    if not limit > 0:
-        raise InputError(f"{what}: max_audio_s must be > 0, got {max_audio_s!r}")
     if duration > limit:
         raise InputError(f"{what}: the clip is {duration:.2f} s, longer than max_audio_s = {limit:g} s (transformers "
                          f"would silently cut it there); split it, or pass a larger max_audio_s to encode it whole")
