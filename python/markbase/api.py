@@ -16,7 +16,7 @@ BLOCK_ID_LIMIT = 2**31  # block ids are int32: -1 (no block) or in [0, 2**31)
 
 
 def _resolve_device(device: str) -> str:
-    if not isinstance(device, str):
+    if not isinstance(device, str) or args.has_lone_surrogate(device):
         raise DeviceError(f"load: device must be a string such as 'auto' or 'cpu', got {args.shown(device)}")
     if device == "auto":
         return "cpu"
@@ -81,11 +81,14 @@ class Session:
         `<|image>` + n × `<|image|>` + `<image|>`, each clip's `<|audio>` + n × `<|audio|>` + `<audio|>`, as
         model.encode_prompt returns them); a count or length mismatch is an InputError. An audio entry is a
         path, bytes or (samples, sample_rate). Non-finite logits raise NumericsError."""
+        from .preprocess.audio import check_max_audio_s
+
         ids = _as_ids(input_ids, self._model.config.text_config.vocab_size, "prefill: input_ids")
         all_logits = args.boolean(all_logits, "prefill: all_logits")
         images, videos = args.optional_list(images, "prefill: images"), args.optional_list(videos, "prefill: videos")
         audio = args.optional_list(audio, "prefill: audio")
         max_soft_tokens = _soft_token_budget(max_soft_tokens, "prefill: max_soft_tokens")
+        check_max_audio_s(max_audio_s, "prefill: max_audio_s")
         m = self._model
         items = [m.media.image(src, max_soft_tokens, f"images[{i}]") for i, src in enumerate(images)]
         items += [m.media.video(src, max_soft_tokens, what=f"videos[{i}]") for i, src in enumerate(videos)]

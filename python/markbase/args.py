@@ -122,7 +122,7 @@ def path(value, what: str) -> str:
         raise InputError(f"{what} is empty")
     if "\0" in p:
         raise InputError(f"{what} holds a NUL character: {shown(p)}")
-    if _SURROGATE.search(p):
+    if has_lone_surrogate(p):
         raise InputError(f"{what} is not valid UTF-8 (markbase opens UTF-8 paths): {shown(p)}")
     return p
 
@@ -139,10 +139,13 @@ def optional_text(value, what: str) -> str | None:
     return None if value is None else text(value, what)
 
 
+def has_lone_surrogate(s: str) -> bool:
+    """True when s holds a lone surrogate, which has no UTF-8 encoding."""
+    return not s.isascii() and _SURROGATE.search(s) is not None  # isascii is O(1) in CPython
+
+
 def _encodable(s: str, what: str) -> None:
-    if s.isascii():  # O(1) in CPython: the common case costs nothing
-        return
-    m = _SURROGATE.search(s)
+    m = None if s.isascii() else _SURROGATE.search(s)
     if m:
         raise InputError(f"{what} holds a lone surrogate (U+{ord(m.group()):04X}) at index {m.start()}: text must "
                          f"be valid Unicode (a lone surrogate has no UTF-8 encoding)")
@@ -156,7 +159,7 @@ def reject_surrogates(value, where: str) -> None:
     while stack:
         item, at = stack.pop()
         if isinstance(item, str):
-            if not item.isascii() and _SURROGATE.search(item):
+            if has_lone_surrogate(item):  # (the location is built only for the bad string)
                 _encodable(item, _location(at))
             continue
         if not isinstance(item, (list, tuple, dict)) or id(item) in seen:

@@ -68,12 +68,15 @@ class Tokenizer:
         """Largest id + 1 (ids may be sparse: never assume every id below it exists)."""
         return max(self._tok.get_vocab(with_added_tokens=True).values()) + 1
 
+    @args.checked_call
     def token_to_id(self, token: str) -> int | None:
         return self._tok.token_to_id(args.text(token, "token_to_id: token"))
 
+    @args.checked_call
     def id_to_token(self, i: int) -> str | None:
         return self._tok.id_to_token(args.integer(i, "id_to_token: i", 0, args.TOKEN_ID_LIMIT - 1))
 
+    @args.checked_call
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Token ids; with add_special_tokens, exactly one <bos> leads (never two)."""
         args.text(text, "encode: text")
@@ -85,6 +88,7 @@ class Tokenizer:
             ids = [self.bos_id] + ids
         return ids
 
+    @args.checked_call
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         return self._tok.decode(_token_ids(ids, "decode: ids"),
                                 skip_special_tokens=args.boolean(skip_special_tokens, "decode: skip_special_tokens"))

@@ -76,10 +76,12 @@ WINDOW = np.hanning(FRAME_LENGTH + 1)[:-1].astype(np.float32)  # periodic Hann
 
 
 def _check_rate(sample_rate, what: str) -> int:
-    rate = args.real(sample_rate, f"{what}: sample_rate (Hz)", 1, MAX_SAMPLE_RATE)
-    if rate != int(rate):
-        raise InputError(f"{what}: sample_rate must be a whole number of Hz, got {args.shown(sample_rate)}")
-    return int(rate)
+    if not (args.is_int(sample_rate) or isinstance(sample_rate, (float, np.floating))):
+        raise InputError(f"{what}: sample_rate must be a number of Hz (an int), got {args.shown(sample_rate)}")
+    if not args.is_real(sample_rate) or sample_rate != int(sample_rate) or not 1 <= sample_rate <= MAX_SAMPLE_RATE:
+        raise InputError(f"{what}: sample_rate must be a whole number of Hz in [1, {MAX_SAMPLE_RATE:.0e}], got "
+                         f"{args.shown(sample_rate)}")
+    return int(sample_rate)
 
 
 def _decode_file(data_or_path, what: str) -> tuple[np.ndarray, int]:
@@ -219,10 +221,15 @@ def waveform_frames(samples: np.ndarray, frame: int = UNIFIED_FRAME) -> np.ndarr
     return out.reshape(n, frame)
 
 
+def check_max_audio_s(max_audio_s, what: str = "max_audio_s") -> float:
+    """The clip length limit in seconds: a finite number > 0, or None for MAX_AUDIO_S."""
+    return MAX_AUDIO_S if max_audio_s is None else args.real(max_audio_s, what, lo=0, lo_open=True)
+
+
 def process_audio(src, *, sample_rate=None, unified: bool = False, max_audio_s: float | None = None,
                   unified_frame: int = UNIFIED_FRAME, what: str = "audio") -> ProcessedAudio:
     """load_audio, the length check, then log_mel (E2B/E4B) or waveform_frames of unified_frame samples (12B)."""
-    limit = MAX_AUDIO_S if max_audio_s is None else args.real(max_audio_s, f"{what}: max_audio_s", lo=0, lo_open=True)
+    limit = check_max_audio_s(max_audio_s, f"{what}: max_audio_s")
     samples = load_audio(src, sample_rate, what)
     duration = len(samples) / SAMPLE_RATE
     if duration > limit:

@@ -162,7 +162,7 @@ def load_image(src, what: str = "image"):
     elif isinstance(src, (bytes, bytearray, memoryview)):
         img = _open_bytes(bytes(src), what)
     elif isinstance(src, (str, os.PathLike)):
-        s = os.fspath(src)
+        s = args.path(src, what)
         if isinstance(s, str) and (s.startswith("data:") or s.startswith("http://") or s.startswith("https://")):
             img = _open_bytes(_fetch_url(s, what), what)
         else:
