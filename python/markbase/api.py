@@ -536,8 +536,7 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     from .validate import require_valid
 
     path = args.path(path, "load: path")
-    if not isinstance(dtype, str) or dtype not in ("auto", "f32"):
-        raise InputError(f"load: dtype must be 'auto' or 'f32' (activations in f32), got {args.shown(dtype)}")
+    args.one_of(dtype, "load: dtype (activations are f32)", ("auto", "f32"))
     device = _resolve_device(device)
     prefill_chunk = args.integer(prefill_chunk, "load: prefill_chunk", 1, args.C_INT_MAX)
     preload = args.boolean(preload, "load: preload")

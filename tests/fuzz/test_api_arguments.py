@@ -283,6 +283,16 @@ def test_generation_config_unreadable_or_null_gives_the_defaults(tmp_path, ckpt,
     assert len(m.generate("hi", max_new_tokens=2).token_ids) <= 2
 
 
+@pytest.mark.xfail(strict=True, reason="markbase/media.py (not this branch's file) reads a part's max_soft_tokens and "
+                   "num_frames with `x or default`, which a numpy array makes a ValueError: requested fix "
+                   "`default if x is None else x`")
+@pytest.mark.parametrize("part", [{"type": "image", "image": IMAGE, "max_soft_tokens": np.array([70, 140])},
+                                  {"type": "video", "video": VIDEO, "num_frames": np.array([])}])
+def test_media_part_options(model, part):
+    name = "max_soft_tokens" if "max_soft_tokens" in part else "num_frames"
+    raises_naming(mb.InputError, name, model.encode_prompt, [{"role": "user", "content": [part]}])
+
+
 # --- item 9: one open turn per Chat ---------------------------------------------------------------------------
 
 def test_chat_refuses_a_turn_while_its_stream_is_open(model):
@@ -375,6 +385,9 @@ def _calls(model, ckpt, session, ids):
         "chat": (model.chat, dict(messages=USER, **sampling)),
         "prepare": (model.prepare, dict(prompt_or_messages="hi", system=None, enable_thinking=None, tools=None,
                                         **sampling)),
+        "start_sequence": (model.start_sequence, dict(prompt_or_messages="hi", system=None, enable_thinking=None,
+                                                      tools=None, **sampling)),
+        "new_chat": (model.new_chat, dict(system=None, messages=None, enable_thinking=None, tools=None, **sampling)),
         "new_chat.send": (new_chat_send, dict(content="hi", stream=False, system=None, **sampling)),
         "trace_nonfinite": (model.trace_nonfinite, dict(inputs=ids)),
         "memory_plan": (model.memory_plan, {}),
@@ -412,7 +425,7 @@ def surface(model, ckpt, ids):
 
 CALL_NAMES = sorted([
     "load", "validate", "session", "logits", "embed", "encode_prompt", "encode_image", "encode_video", "encode_audio",
-    "generate", "generate_batch", "chat", "prepare", "new_chat.send", "trace_nonfinite", "memory_plan",
+    "generate", "generate_batch", "chat", "prepare", "start_sequence", "new_chat", "new_chat.send", "trace_nonfinite", "memory_plan",
     "Session.prefill", "Session.prefill_embeddings", "Session.decode", "Session.sample", "Session.step",
     "Session.truncate", "Session.reset", "Tokenizer.encode", "Tokenizer.decode", "Tokenizer.id_to_token",
     "Tokenizer.token_to_id"])
