@@ -50,9 +50,13 @@ def _as_ids(input_ids, vocab: int, what: str = "input_ids") -> np.ndarray:
 class Session:
     """A KV-cached decoding session: prefill a prompt, then decode one token at a time (C++ runtime.Session)."""
 
+    @checked_call
     def __init__(self, model: "Model", max_context: int):
+        if not isinstance(model, Model):
+            raise InputError(f"Session: model must be a markbase.Model, got {args.shown(model)}")
         self._model = model
-        self._s = _core.gemma4.Session(model._core, max_context)
+        self._s = _core.gemma4.Session(model._core, args.integer(max_context, "session: max_context", 1,
+                                                                 model.max_context))
 
     @property
     def position(self) -> int:
@@ -433,9 +437,7 @@ class Model:
 
     @checked_call
     def session(self, max_context: int | None = None) -> Session:
-        mc = self.max_context if max_context is None else args.integer(max_context, "session: max_context", 1,
-                                                                        self.max_context)
-        return Session(self, mc)
+        return Session(self, self.max_context if max_context is None else max_context)
 
     @checked_call
     def embed(self, input_ids) -> np.ndarray:

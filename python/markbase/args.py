@@ -12,6 +12,7 @@ import inspect
 import math
 import os
 import re
+import reprlib
 
 import numpy as np
 
@@ -20,19 +21,25 @@ from ._core import InputError
 SEED_LIMIT = 2**64          # seeds are unsigned 64-bit: [0, 2**64)
 TOKEN_ID_LIMIT = 2**32      # the tokenizer's ids are u32
 C_INT_MAX = 2**31 - 1       # the largest count the C++ bindings take as an int
-_SHOWN_CHARS = 60           # of a bad value's repr in a message
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SHORT = reprlib.Repr()  # a huge value costs no huge repr in a message
+for _name, _limit in (("maxlevel", 2), ("maxstring", 40), ("maxother", 40), ("maxlong", 40), ("maxlist", 4),
+                      ("maxtuple", 4), ("maxdict", 4), ("maxset", 4), ("maxfrozenset", 4), ("maxdeque", 4),
+                      ("maxarray", 4)):
+    setattr(_SHORT, _name, _limit)
+
+
+def short(value) -> str:
+    """value's repr cut short (escaped: never a lone surrogate, which a message could not carry as UTF-8)."""
+    try:
+        return _SHORT.repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not replace the InputError
+        return "<unprintable>"
 
 
 def shown(value) -> str:
-    """A bad value as a message shows it: its repr, cut short, and its type."""
-    try:
-        text = repr(value)
-    except Exception:  # noqa: BLE001 - a hostile __repr__ must not replace the InputError
-        text = "<unprintable>"
-    if len(text) > _SHOWN_CHARS:
-        text = text[:_SHOWN_CHARS] + "…"
-    return f"{text} ({type(value).__name__})"
+    """A bad value as a message shows it: its short repr and its type."""
+    return f"{short(value)} ({type(value).__name__})"
 
 
 def is_int(value) -> bool:
@@ -168,7 +175,7 @@ def reject_surrogates(value, where: str) -> None:
         if isinstance(item, dict):
             children = []
             for key, child in item.items():
-                label = f".{key}" if isinstance(key, str) and key.isidentifier() else f"[{shown(key)}]"
+                label = f".{key}" if isinstance(key, str) and key.isidentifier() else f"[{short(key)}]"
                 if isinstance(key, str):
                     children.append((key, (f"{label} (a key)", at)))
                 children.append((child, (label, at)))

@@ -374,9 +374,9 @@ class Chat:
     to that prefix (or restarted when the session cannot truncate) and only the rest is prefilled. The
     answer therefore equals a fresh run over the whole conversation.
 
-    One turn at a time: while a streamed turn is open (not exhausted or closed), send and reset refuse with
-    an InputError, since a second turn would interleave its messages and rewrite the cache the open one
-    decodes from.
+    One turn at a time: while a streamed turn is open (not exhausted or closed), or a turn runs in another
+    thread, send and reset refuse with an InputError, since a second turn would interleave its messages and
+    rewrite the cache the open one decodes from.
     """
 
     def __init__(self, model, messages: list[dict] | None = None, system: str | None = None, **options):
@@ -385,19 +385,26 @@ class Chat:
         self.messages: list[dict] = args.optional_list(messages, "new_chat: messages")
         if system is not None:
             self.messages.insert(0, {"role": "system", "content": args.text(system, "new_chat: system")})
-        self.template_kwargs = check_template_options(options.pop("enable_thinking", None), options.pop("tools", None),
-                                               "new_chat")
+        self.template_kwargs = check_template_options(options.pop("enable_thinking", None),
+                                                      options.pop("tools", None), "new_chat")
         resolve_options(model.generation_defaults, **options)  # a bad option fails here, not at the first turn
         self.options = options
         self.session = model.session()
         self._fed: list = []   # what the session's cache holds per position (Prompt.keys)
         self.last: GenerationResult | None = None
         self._turn_open = threading.Lock()  # held from send until its turn ends (stream exhausted or closed)
+        self._open_turn_streams = False     # what the open turn is: a stream, or a send running in a thread
+
+    def _refuse_while_open(self, what: str) -> None:
+        if self._open_turn_streams:
+            raise InputError(f"{what}: the previous streamed turn is still open: exhaust or close() its stream "
+                             f"first (two open turns would interleave their messages and share one cache)")
+        raise InputError(f"{what}: this chat is in use by another thread (a turn is running)")
 
     def reset(self) -> None:
         """Forgets every turn (keeps a leading system message)."""
         if self._turn_open.locked():
-            raise InputError(f"Chat.reset: {_TURN_STILL_OPEN}")
+            self._refuse_while_open("Chat.reset")
         self.messages = [m for m in self.messages[:1] if m.get("role") in ("system", "developer")]
         self.session.reset()
         self._fed = []
@@ -411,7 +418,8 @@ class Chat:
         stream = args.boolean(stream, "Chat.send: stream")
         args.keywords(options, SAMPLING_KEYWORDS, "Chat.send")
         if not self._turn_open.acquire(blocking=False):
-            raise InputError(f"Chat.send: {_TURN_STILL_OPEN}")
+            self._refuse_while_open("Chat.send")
+        self._open_turn_streams = stream
         turn = TurnStream(self._turn(content, {**self.options, **options}), self._turn_open.release)
         if stream:
             return turn
@@ -454,10 +462,6 @@ class Chat:
         self.messages.append({"role": "assistant", "content": content if result.finish_reason != "stop"
                               else result.raw_text})
         self.last = result
-
-
-_TURN_STILL_OPEN = ("the previous streamed turn is still open: exhaust or close() its stream before another "
-                    "turn (two open turns would interleave their messages and share one cache)")
 
 
 class TurnStream:

@@ -93,8 +93,9 @@ class Tokenizer:
         return self._tok.decode(_token_ids(ids, "decode: ids"),
                                 skip_special_tokens=args.boolean(skip_special_tokens, "decode: skip_special_tokens"))
 
+    @args.checked_call
     def stream(self, skip_special_tokens: bool = False) -> "StreamDecoder":
-        return StreamDecoder(self, skip_special_tokens)
+        return StreamDecoder(self, args.boolean(skip_special_tokens, "stream: skip_special_tokens"))
 
     def apply_chat_template(self, messages, add_generation_prompt: bool = True, tools: list | None = None,
                             allowed_media: set[str] | None = None, **kwargs) -> str:
@@ -136,8 +137,9 @@ class StreamDecoder:
         self._prefix = 0  # start of the context window in _ids
         self._read = 0    # tokens already turned into emitted text
 
+    @args.checked_call
     def push(self, token_id: int) -> str:
-        self._ids.append(int(token_id))
+        self._ids.append(args.integer(token_id, "push: token_id", 0, args.TOKEN_ID_LIMIT - 1))
         prefix_text = self._t.decode(self._ids[self._prefix:self._read], self._skip)
         new_text = self._t.decode(self._ids[self._prefix:], self._skip)
         if len(new_text) > len(prefix_text) and not new_text.endswith("\ufffd") and new_text.startswith(prefix_text):

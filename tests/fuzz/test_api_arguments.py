@@ -72,7 +72,8 @@ def test_a_bytes_path_loads_like_its_str(ckpt):
 
 @pytest.mark.parametrize("kwargs, name", [
     (dict(quantize=[4]), "load: quantize"), (dict(quantize="q3"), "load: quantize"),
-    (dict(quantize="q8", group_size=64.0), "load: group_size"), (dict(quantize="q8", group_size=[64]), "load: group_size"),
+    (dict(quantize="q8", group_size=64.0), "load: group_size"),
+    (dict(quantize="q8", group_size=[64]), "load: group_size"),
     (dict(precision=[1]), "load: precision"), (dict(dtype=np.array(["auto", "f32"])), "load: dtype"),
     (dict(quantize="q4", embedding_bits="4"), "load: embedding_bits"), (dict(preload="yes"), "load: preload"),
     (dict(progress=2), "load: progress"), (dict(prefill_chunk=2**70), "load: prefill_chunk"),
@@ -96,6 +97,11 @@ def test_validate_keywords(ckpt, kwargs, name):
 @pytest.mark.parametrize("value", ["abc", [1], float("nan"), 2**70, 1.5, True, 0, MAX_CONTEXT + 1])
 def test_session_max_context(model, value):
     raises_naming(mb.InputError, "session: max_context", model.session, value)
+    raises_naming(mb.InputError, "session: max_context", mb.Session, model, value)
+
+
+def test_session_takes_a_model():
+    raises_naming(mb.InputError, "Session: model", mb.Session, "model", 8)
 
 
 @pytest.mark.parametrize("value", ["x", 2**70, -1, None, 1.5, np.float64(1.0)])
@@ -312,6 +318,14 @@ def test_chat_refuses_a_turn_while_its_stream_is_open(model):
     assert chat.send("And then?") == fresh.send("And then?")
 
 
+def test_chat_refuses_a_turn_while_another_thread_runs_one(model):
+    chat = model.new_chat(max_new_tokens=2)
+    chat._turn_open.acquire()  # as a send running in another thread holds it
+    raises_naming(mb.InputError, "in use by another thread", chat.send, "hi")
+    chat._turn_open.release()
+    assert isinstance(chat.send("hi"), str)
+
+
 def test_closing_or_dropping_an_open_stream_frees_the_chat(model):
     chat = model.new_chat(temperature=0, max_new_tokens=4)
     stream = chat.send("Hi", stream=True)
@@ -366,6 +380,9 @@ def _calls(model, ckpt, session, ids):
     def new_chat_send(content, stream, system, **options):
         return model.new_chat(system=system, max_new_tokens=2).send(content, stream=stream, **options)
 
+    def stream_push(skip_special_tokens, token_id, **extra):
+        return tok.stream(skip_special_tokens).push(token_id, **extra)
+
     return {
         "load": (mb.load, dict(path=ckpt, device="cpu", dtype="auto", max_context=16, prefill_chunk=512, preload=False,
                                progress=None, quantize=None, group_size=64, precision="auto", embedding_bits=8)),
@@ -390,6 +407,7 @@ def _calls(model, ckpt, session, ids):
         "new_chat": (model.new_chat, dict(system=None, messages=None, enable_thinking=None, tools=None, **sampling)),
         "new_chat.send": (new_chat_send, dict(content="hi", stream=False, system=None, **sampling)),
         "trace_nonfinite": (model.trace_nonfinite, dict(inputs=ids)),
+        "Session": (mb.Session, dict(model=model, max_context=8)),
         "memory_plan": (model.memory_plan, {}),
         "Session.prefill": (session.prefill, dict(input_ids=ids, all_logits=False, images=None, videos=None,
                                                   audio=None, max_soft_tokens=None, max_audio_s=None)),
@@ -404,6 +422,7 @@ def _calls(model, ckpt, session, ids):
         "Tokenizer.decode": (tok.decode, dict(ids=[5, 6], skip_special_tokens=False)),
         "Tokenizer.id_to_token": (tok.id_to_token, dict(i=5)),
         "Tokenizer.token_to_id": (tok.token_to_id, dict(token="hi")),
+        "Tokenizer.stream.push": (stream_push, dict(skip_special_tokens=False, token_id=5)),
     }
 
 
@@ -425,10 +444,11 @@ def surface(model, ckpt, ids):
 
 CALL_NAMES = sorted([
     "load", "validate", "session", "logits", "embed", "encode_prompt", "encode_image", "encode_video", "encode_audio",
-    "generate", "generate_batch", "chat", "prepare", "start_sequence", "new_chat", "new_chat.send", "trace_nonfinite", "memory_plan",
-    "Session.prefill", "Session.prefill_embeddings", "Session.decode", "Session.sample", "Session.step",
+    "generate", "generate_batch", "chat", "prepare", "start_sequence", "new_chat", "new_chat.send",
+    "trace_nonfinite", "memory_plan",
+    "Session", "Session.prefill", "Session.prefill_embeddings", "Session.decode", "Session.sample", "Session.step",
     "Session.truncate", "Session.reset", "Tokenizer.encode", "Tokenizer.decode", "Tokenizer.id_to_token",
-    "Tokenizer.token_to_id"])
+    "Tokenizer.token_to_id", "Tokenizer.stream.push"])
 
 
 def test_the_fuzz_covers_every_call(surface):
