@@ -29,7 +29,7 @@ def _as_ids(input_ids, vocab: int, what: str = "input_ids") -> np.ndarray:
         raise InputError(f"{what} must be integers, got booleans")
     if isinstance(input_ids, (str, bytes, dict)):
         raise InputError(f"{what} must be a sequence of integer token ids, got {args.shown(input_ids)}")
-    arr = args.array(input_ids, what)
+    arr = args.array(input_ids, what, expected="a sequence of integer token ids")
     if arr.size == 0:
         raise InputError(f"{what} is empty")
     if arr.dtype.kind not in _TORCH_LIKE_INT_KINDS:
@@ -136,10 +136,10 @@ class Session:
         (one id per image / video frame), -1 elsewhere."""
         ids = _as_ids(input_ids, self._model.config.text_config.vocab_size, "prefill_embeddings: input_ids")
         hidden = self._model.config.text_config.hidden_size
-        x = args.array(embeddings, "prefill_embeddings: embeddings", kinds="fiu")
+        expected = f"f32 [{len(ids)}, {hidden}] (one row of hidden_size per token id)"
+        x = args.array(embeddings, "prefill_embeddings: embeddings", kinds="fiu", expected=expected)
         if x.shape != (len(ids), hidden):
-            raise InputError(f"prefill_embeddings: embeddings must have shape [{len(ids)}, {hidden}] (one row of "
-                             f"hidden_size per token id), got {list(x.shape)}")
+            raise InputError(f"prefill_embeddings: embeddings must be {expected}, got shape {list(x.shape)}")
         blocks = None if block_ids is None else _as_block_ids(block_ids, len(ids))
         all_logits = args.boolean(all_logits, "prefill_embeddings: all_logits")
         logits = self._s.prefill_embeds(np.ascontiguousarray(x, dtype=np.float32), ids, blocks, all_logits)

@@ -192,15 +192,16 @@ def _location(at) -> str:
     return "".join(reversed(parts))
 
 
-def array(value, what: str, kinds: str | None = None) -> np.ndarray:
-    """np.asarray(value), with ragged nests and unconvertible items an InputError; kinds: the dtype kinds
-    allowed ("i" signed, "u" unsigned, "f" float, "b" bool), None for any but object and strings."""
+def array(value, what: str, kinds: str | None = None, expected: str = "an array of numbers") -> np.ndarray:
+    """np.asarray(value), with ragged nests and unconvertible items an InputError saying what was expected;
+    kinds: the dtype kinds allowed ("i" signed, "u" unsigned, "f" float, "b" bool), None for any but object
+    and strings."""
     try:
         arr = np.asarray(value)
     except (ValueError, TypeError, OverflowError) as e:
-        raise InputError(f"{what} must be an array of numbers, not a ragged or mixed nest ({e})") from None
+        raise InputError(f"{what} must be {expected}, not a ragged or mixed nest ({e})") from None
     if arr.dtype.kind in "OUSV" or (kinds is not None and arr.dtype.kind not in kinds):
-        raise InputError(f"{what} must be an array of numbers, got dtype {arr.dtype}")
+        raise InputError(f"{what} must be {expected}, got dtype {arr.dtype}")
     return arr
 
 
