@@ -105,7 +105,8 @@ def one_of(value, what: str, choices: tuple):
             return choice
         if is_int(choice) and is_int(value) and value == choice:
             return choice
-    raise InputError(f"{what} must be one of {', '.join(map(repr, choices))}, got {shown(value)}")
+    listed = [repr(c) for c in choices]
+    raise InputError(f"{what} must be {', '.join(listed[:-1])} or {listed[-1]}, got {shown(value)}")
 
 
 def optional_list(value, what: str) -> list:
