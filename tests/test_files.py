@@ -135,10 +135,10 @@ def test_devices_directories_and_bad_paths_are_refused(tmp_path):
     assert "character device" in refused(mb.InputError, files.read_media_file, "/dev/zero", "image", 1 << 20)
     assert "directory" in refused(mb.InputError, files.read_media_file, str(tmp_path), "image", 1 << 20)
     assert "no such file" in refused(mb.InputError, files.read_media_file, str(tmp_path / "nope.png"), "image", 9)
-    assert "NUL byte" in refused(mb.InputError, files.read_media_file, "a\0b.png", "image", 1 << 20)
+    assert "NUL character" in refused(mb.InputError, files.read_media_file, "a\0b.png", "image", 1 << 20)
     assert "File name too long" in refused(mb.InputError, files.read_media_file, "x" * 5000, "image", 1 << 20)
     for bad in (123, None, ["x"]):
-        assert "must be a string" in refused(mb.InputError, files.read_media_file, bad, "image", 1 << 20)
+        assert "must be a path" in refused(mb.InputError, files.read_media_file, bad, "image", 1 << 20)
 
 
 def test_size_cap_refuses_before_reading_and_while_reading(tmp_path):
@@ -269,7 +269,7 @@ def test_trickling_url_ends_at_the_overall_deadline(web, monkeypatch):
         t0 = time.monotonic()
         msg = refused(mb.InputError, load, web + "/trickle")
         assert "did not arrive within 1.5 s" in msg and "/trickle" in msg
-        assert 1.4 < time.monotonic() - t0 < 4
+        assert 1.4 < time.monotonic() - t0 < 10  # (loaded CI box: well short of the trickle)
 
 
 def test_url_byte_cap(web):

@@ -7,17 +7,19 @@ from typing import Iterable
 
 import numpy as np
 
-from . import _core
+from . import _core, args
 from ._core import DeviceError, InputError
+from .args import checked_call
 
 _TORCH_LIKE_INT_KINDS = ("i", "u")
+BLOCK_ID_LIMIT = 2**31  # block ids are int32: -1 (no block) or in [0, 2**31)
 
 
 def _resolve_device(device: str) -> str:
+    if not isinstance(device, str) or args.has_lone_surrogate(device):
+        raise DeviceError(f"load: device must be a string such as 'auto' or 'cpu', got {args.shown(device)}")
     if device == "auto":
         return "cpu"
-    if not isinstance(device, str):
-        raise DeviceError(f"device must be a string such as 'auto' or 'cpu', got {device!r}")
     _core.check_device(device)  # DeviceError: unknown (naming the registered devices), or why it cannot run here
     return device
 
@@ -25,13 +27,12 @@ def _resolve_device(device: str) -> str:
 def _as_ids(input_ids, vocab: int, what: str = "input_ids") -> np.ndarray:
     if isinstance(input_ids, (list, tuple)) and len(input_ids) and isinstance(input_ids[0], bool):
         raise InputError(f"{what} must be integers, got booleans")
-    try:
-        arr = np.asarray(input_ids)
-    except (ValueError, TypeError, OverflowError) as e:  # ragged nesting, unconvertible items
-        raise InputError(f"{what} must be a sequence of integer token ids ({e})") from None
+    if isinstance(input_ids, (str, bytes, dict)):
+        raise InputError(f"{what} must be a sequence of integer token ids, got {args.shown(input_ids)}")
+    arr = args.array(input_ids, what, expected="a sequence of integer token ids")
     if arr.size == 0:
         raise InputError(f"{what} is empty")
-    if arr.dtype == object or arr.dtype.kind not in _TORCH_LIKE_INT_KINDS:
+    if arr.dtype.kind not in _TORCH_LIKE_INT_KINDS:
         raise InputError(f"{what} must be an array of integer token ids, got dtype {arr.dtype}")
     if arr.ndim == 2 and arr.shape[0] == 1:
         arr = arr[0]
@@ -49,9 +50,13 @@ def _as_ids(input_ids, vocab: int, what: str = "input_ids") -> np.ndarray:
 class Session:
     """A KV-cached decoding session: prefill a prompt, then decode one token at a time (C++ runtime.Session)."""
 
+    @checked_call
     def __init__(self, model: "Model", max_context: int):
+        if not isinstance(model, Model):
+            raise InputError(f"Session: model must be a markbase.Model, got {args.shown(model)}")
         self._model = model
-        self._s = _core.gemma4.Session(model._core, max_context)
+        self._s = _core.gemma4.Session(model._core, args.integer(max_context, "session: max_context", 1,
+                                                                 model.max_context))
 
     @property
     def position(self) -> int:
@@ -62,14 +67,17 @@ class Session:
     def max_context(self) -> int:
         return self._s.max_context
 
+    @checked_call
     def reset(self) -> None:
         self._s.reset()
 
+    @checked_call
     def truncate(self, n: int) -> bool:
         """Rolls back to the first n tokens (e.g. to re-run a changed turn). False, with nothing changed,
         when a sliding-window cache no longer holds what position n needs; then reset() instead."""
-        return bool(self._s.truncate(int(n)))
+        return bool(self._s.truncate(args.integer(n, "truncate: n", 0, self.position)))
 
+    @checked_call
     def prefill(self, input_ids, all_logits: bool = False, images=None, videos=None, audio=None,
                 max_soft_tokens: int | None = None, max_audio_s: float | None = None) -> np.ndarray:
         """Runs the prompt; returns float32 logits of the last position [vocab] (or [T, vocab] with all_logits).
@@ -77,11 +85,18 @@ class Session:
         `<|image>` + n × `<|image|>` + `<image|>`, each clip's `<|audio>` + n × `<|audio|>` + `<audio|>`, as
         model.encode_prompt returns them); a count or length mismatch is an InputError. An audio entry is a
         path, bytes or (samples, sample_rate). Non-finite logits raise NumericsError."""
-        ids = _as_ids(input_ids, self._model.config.text_config.vocab_size)
+        from .preprocess.audio import check_max_audio_s
+
+        ids = _as_ids(input_ids, self._model.config.text_config.vocab_size, "prefill: input_ids")
+        all_logits = args.boolean(all_logits, "prefill: all_logits")
+        images, videos = args.optional_list(images, "prefill: images"), args.optional_list(videos, "prefill: videos")
+        audio = args.optional_list(audio, "prefill: audio")
+        max_soft_tokens = _soft_token_budget(max_soft_tokens, "prefill: max_soft_tokens")
+        check_max_audio_s(max_audio_s, "prefill: max_audio_s")
         m = self._model
-        items = [m.media.image(src, max_soft_tokens, f"images[{i}]") for i, src in enumerate(images or [])]
-        items += [m.media.video(src, max_soft_tokens, what=f"videos[{i}]") for i, src in enumerate(videos or [])]
-        items += [m.media.audio(src, max_audio_s=max_audio_s, what=f"audio[{i}]") for i, src in enumerate(audio or [])]
+        items = [m.media.image(src, max_soft_tokens, f"images[{i}]") for i, src in enumerate(images)]
+        items += [m.media.video(src, max_soft_tokens, what=f"videos[{i}]") for i, src in enumerate(videos)]
+        items += [m.media.audio(src, max_audio_s=max_audio_s, what=f"audio[{i}]") for i, src in enumerate(audio)]
         if items:  # without media, placeholder ids are embedded as pad, as transformers does
             return self._prefill_media(ids, items, 0, all_logits)
         logits = self._s.prefill(ids, all_logits)
@@ -113,33 +128,67 @@ class Session:
         logits = self._s.prefill_embeds(x, ids[offset:], block_ids(len(ids), tail, offset), all_logits)
         return logits if all_logits else logits[0]
 
+    @checked_call
     def prefill_embeddings(self, embeddings, input_ids, block_ids=None, all_logits: bool = False) -> np.ndarray:
         """Runs caller-made embeddings [T, hidden] f32 (rows of model.embed(ids), some replaced by soft tokens)
         with their ids [T] (still needed for the per-layer embeddings). block_ids [T]: tokens sharing an id
         >= 0 attend to each other bidirectionally on models with use_bidirectional_attention == "vision"
         (one id per image / video frame), -1 elsewhere."""
-        ids = _as_ids(input_ids, self._model.config.text_config.vocab_size)
-        x = np.ascontiguousarray(embeddings, dtype=np.float32)
-        blocks = None if block_ids is None else np.ascontiguousarray(block_ids, dtype=np.int32)
-        logits = self._s.prefill_embeds(x, ids, blocks, all_logits)
+        ids = _as_ids(input_ids, self._model.config.text_config.vocab_size, "prefill_embeddings: input_ids")
+        hidden = self._model.config.text_config.hidden_size
+        expected = f"f32 [{len(ids)}, {hidden}] (one row of hidden_size per token id)"
+        x = args.array(embeddings, "prefill_embeddings: embeddings", kinds="fiu", expected=expected)
+        if x.shape != (len(ids), hidden):
+            raise InputError(f"prefill_embeddings: embeddings must be {expected}, got shape {list(x.shape)}")
+        blocks = None if block_ids is None else _as_block_ids(block_ids, len(ids))
+        all_logits = args.boolean(all_logits, "prefill_embeddings: all_logits")
+        logits = self._s.prefill_embeds(np.ascontiguousarray(x, dtype=np.float32), ids, blocks, all_logits)
         return logits if all_logits else logits[0]
 
+    @checked_call
     def decode(self, token_id: int) -> np.ndarray:
         """Feeds one token; returns float32 logits [vocab] for the next position. Costs one token's work."""
-        return self._s.decode(self._token(token_id, "token_id"))[0]
+        return self._s.decode(self._token(token_id, "decode: token_id"))[0]
 
+    @checked_call
     def sample(self, sampler) -> int:
         """The next token drawn by `sampler` (markbase._core.Sampler) from the last position's logits."""
-        return int(self._s.sample(sampler))
+        return int(self._s.sample(_as_sampler(sampler, "sample: sampler")))
 
+    @checked_call
     def step(self, token_id: int, sampler) -> int:
         """Feeds token_id and returns the next token drawn by `sampler`: the logits stay in C++."""
-        return int(self._s.step(self._token(token_id, "token_id"), sampler))
+        token = self._token(token_id, "step: token_id")
+        return int(self._s.step(token, _as_sampler(sampler, "step: sampler")))
 
     def _token(self, token_id, what: str) -> int:
-        if isinstance(token_id, (bool, np.bool_)) or not isinstance(token_id, (int, np.integer)):
-            raise InputError(f"decode: {what} must be an integer, got {type(token_id).__name__}")
-        return int(_as_ids(np.array([int(token_id)]), self._model.config.text_config.vocab_size, what)[0])
+        return args.integer(token_id, what, 0, self._model.config.text_config.vocab_size - 1)
+
+
+def _as_sampler(sampler, what: str):
+    if not isinstance(sampler, _core.Sampler):
+        raise InputError(f"{what} must be a markbase._core.Sampler, got {args.shown(sampler)}")
+    return sampler
+
+
+def _as_block_ids(block_ids, length: int) -> np.ndarray:
+    """block_ids as the C++ side takes them: int32 [length], each -1 or a block number."""
+    what = "prefill_embeddings: block_ids"
+    blocks = args.array(block_ids, what, kinds="iu")
+    if blocks.shape != (length,):
+        raise InputError(f"{what} must have shape [{length}] (one per token id), got {list(blocks.shape)}")
+    bad = np.flatnonzero((blocks < -1) | (blocks >= BLOCK_ID_LIMIT))
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(f"{what}[{i}] = {int(blocks[i])} is not -1 or a block number in [0, 2**31)")
+    return np.ascontiguousarray(blocks, dtype=np.int32)
+
+
+def _soft_token_budget(max_soft_tokens, what: str) -> int | None:
+    """None (the checkpoint's default) or a supported image / frame budget."""
+    from .preprocess.image import SUPPORTED_SOFT_TOKENS
+
+    return None if max_soft_tokens is None else args.one_of(max_soft_tokens, what, SUPPORTED_SOFT_TOKENS)
 
 
 class Model:
@@ -158,6 +207,7 @@ class Model:
         self._tokenizer = None
         self._media = None
 
+    @checked_call
     def memory_plan(self) -> dict:
         """What this model needs in memory, as planned at load (markbase/memory.py): mapped and quantized
         weights, one session's KV cache at max_context (bytes per token, sliding rings), activations, the
@@ -215,6 +265,7 @@ class Model:
 
         return generation_defaults(self.path, self.config)
 
+    @checked_call
     def encode_prompt(self, prompt_or_messages, system: str | None = None, **template_kwargs) -> list[int]:
         """Token ids for a raw text prompt (one <bos> added) or chat messages (through the chat template).
         Image and video parts are preprocessed to know their soft-token counts: each `<|image|>` comes back
@@ -227,8 +278,12 @@ class Model:
         from .generate import Prompt
         from .media import expand, media_parts
 
+        system = args.optional_text(system, "system")
+        for key, value in template_kwargs.items():
+            args.reject_surrogates(value, key)
         tok = self.tokenizer
         if isinstance(prompt_or_messages, str):
+            args.text(prompt_or_messages, "prompt")
             if not prompt_or_messages.strip():
                 raise InputError("the prompt is empty")
             if system is not None:
@@ -237,6 +292,7 @@ class Model:
             tok.check_fits(prompt_or_messages, self.max_context)
             return Prompt(tok.encode(prompt_or_messages, add_special_tokens=True), [])
         messages = list(prompt_or_messages) if isinstance(prompt_or_messages, (list, tuple)) else prompt_or_messages
+        args.reject_surrogates(messages, "messages")
         if system is not None and isinstance(messages, list):
             messages = [{"role": "system", "content": system}] + messages
         text = tok.apply_chat_template(messages, add_generation_prompt=True, allowed_media=self.modalities,
@@ -276,23 +332,32 @@ class Model:
             self._media = MediaProcessor(self)
         return self._media
 
+    @checked_call
     def encode_image(self, image, max_soft_tokens: int | None = None) -> np.ndarray:
         """An image's soft tokens, float32 [n, hidden]: what replaces its placeholders in a prompt.
         max_soft_tokens: the budget (70, 140, 280, 560 or 1120; default processor_config.json's or 280)."""
-        return self.media.encode(self.media.image(image, max_soft_tokens)).copy()
+        budget = _soft_token_budget(max_soft_tokens, "encode_image: max_soft_tokens")
+        return self.media.encode(self.media.image(image, budget)).copy()
 
+    @checked_call
     def encode_video(self, video, max_soft_tokens: int | None = None, num_frames: int | None = None,
                      fps: float | None = None, video_fps: float | None = None) -> np.ndarray:
         """A video's soft tokens, float32 [frames · n, hidden] (its sampled frames in order; 70 per frame by
         default). video: a file path or bytes (PyAV), a list of images or a uint8 [T, H, W, 3] array."""
-        return self.media.encode(self.media.video(video, max_soft_tokens, num_frames, fps, video_fps)).copy()
+        from .preprocess.video import check_sampling
 
+        budget = _soft_token_budget(max_soft_tokens, "encode_video: max_soft_tokens")
+        num_frames, fps, video_fps = check_sampling(num_frames, fps, video_fps, "encode_video")
+        return self.media.encode(self.media.video(video, budget, num_frames, fps, video_fps)).copy()
+
+    @checked_call
     def encode_audio(self, audio, sample_rate=None, max_audio_s: float | None = None) -> np.ndarray:
         """A clip's soft tokens, float32 [n, hidden] (25 per second): what replaces its placeholders in a prompt.
         audio: a path (WAV, FLAC, OGG, MP3, ...), bytes, a URL, a numpy array with sample_rate, or
         (samples, sample_rate). Clips longer than max_audio_s (default 30 s) are refused."""
         return self.media.encode(self.media.audio(audio, sample_rate, max_audio_s)).copy()
 
+    @checked_call
     def generate(self, prompt_or_messages, *, max_new_tokens: int | None = None, temperature: float | None = None,
                  top_k: int | None = None, top_p: float | None = None, min_p: float | None = None,
                  repetition_penalty: float | None = None, presence_penalty: float | None = None,
@@ -307,6 +372,7 @@ class Model:
         """
         from .generate import run_generation
 
+        stream = args.boolean(stream, "generate: stream")
         prompt, opts = self._prepare(prompt_or_messages, system, enable_thinking, tools, dict(
             max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
             repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
@@ -319,6 +385,7 @@ class Model:
             result = item
         return result
 
+    @checked_call
     def generate_batch(self, prompts, *, max_new_tokens: int | None = None, temperature: float | None = None,
                        top_k: int | None = None, top_p: float | None = None, min_p: float | None = None,
                        repetition_penalty: float | None = None, presence_penalty: float | None = None,
@@ -328,17 +395,19 @@ class Model:
         """Generates for several prompts (raw strings or chat message lists) together, for offline batch jobs:
         each prompt is prefilled into its own session, then every unfinished sequence advances by one
         batched decode step per token (each weight read once for all of them). Returns one GenerationResult
-        per prompt, in order. The options apply to every prompt; seed s gives prompt i the seed s + i.
+        per prompt, in order. The options apply to every prompt; seed s gives prompt i the seed s + i
+        (modulo 2**64: seeds are integers in [0, 2**64)).
         Each prompt's output equals generate()'s for it alone, bit for bit (greedy, or sampled with its seed):
         a batched step computes every sequence as it would alone (tests/generation/test_batch.py)."""
         from .generate import SequenceRun, run_batch
 
         if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)) or not prompts:
             raise InputError("generate_batch: prompts must be a non-empty list of prompts (strings or message lists)")
+        seed = None if seed is None else args.seed(seed)
         prepared = [self.prepare(p, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
                                  min_p=min_p, repetition_penalty=repetition_penalty,
                                  presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
-                                 seed=None if seed is None else int(seed) + i, stop=stop, system=system,
+                                 seed=None if seed is None else args.nth_seed(seed, i), stop=stop, system=system,
                                  enable_thinking=enable_thinking, tools=tools)
                     for i, p in enumerate(prompts)]
         contexts = self._check_batch_memory(prepared)
@@ -358,6 +427,7 @@ class Model:
                        batch_rows=len(prepared), penalties=penalties, error=InputError)
         return contexts
 
+    @checked_call
     def start_sequence(self, prompt_or_messages, *, system: str | None = None, enable_thinking: bool | None = None,
                        tools: list | None = None, **sampling):
         """A prefilled SequenceRun in a new session (generate.py): what generate, generate_batch and the
@@ -368,6 +438,7 @@ class Model:
                                     **sampling)
         return SequenceRun(self, self.session(), prompt, opts)
 
+    @checked_call
     def prepare(self, prompt_or_messages, *, system: str | None = None, enable_thinking: bool | None = None,
                 tools: list | None = None, **sampling):
         """(Prompt, SamplingOptions) of one generation, nothing run yet (a SequenceRun takes them, in a new
@@ -375,37 +446,43 @@ class Model:
         return self._prepare(prompt_or_messages, system, enable_thinking, tools, sampling)
 
     def _prepare(self, prompt_or_messages, system, enable_thinking, tools, sampling: dict):
-        from .generate import resolve_options
+        from .generate import check_template_options, resolve_options
 
-        template_kwargs = {k: v for k, v in (("enable_thinking", enable_thinking), ("tools", tools)) if v is not None}
+        template_kwargs = check_template_options(enable_thinking, tools, "generate")
         prompt = self._prompt(prompt_or_messages, system=system, **template_kwargs)
         opts = resolve_options(self.generation_defaults, **sampling)
         if len(prompt.ids) >= self.max_context:
             raise InputError(f"context limit: the prompt has {len(prompt.ids)} tokens, max_context is {self.max_context}")
         return prompt, opts
 
+    @checked_call
     def chat(self, messages, **options) -> str:
-        """The model's answer to a conversation in the transformers chat format (thought channel removed)."""
+        """The model's answer to a conversation in the transformers chat format (thought channel removed).
+        options: generate()'s keywords but stream (chat returns the whole answer)."""
+        if "stream" in options:
+            raise InputError("chat: stream is not an option of chat, which returns the answer's text; use "
+                             "generate(messages, stream=True) to stream")
         return self.generate(messages, **options).text
 
+    @checked_call
     def new_chat(self, system: str | None = None, **options):
         """A multi-turn Chat that keeps its KV cache between turns (`chat.send(text)` → answer)."""
         from .generate import Chat
 
         return Chat(self, system=system, **options)
 
+    @checked_call
     def session(self, max_context: int | None = None) -> Session:
-        mc = self.max_context if max_context is None else int(max_context)
-        if mc < 1 or mc > self.max_context:
-            raise InputError(f"session: max_context must be in [1, {self.max_context}], got {max_context}")
-        return Session(self, mc)
+        return Session(self, self.max_context if max_context is None else max_context)
 
+    @checked_call
     def embed(self, input_ids) -> np.ndarray:
         """Token embeddings float32 [T, hidden]: E[ids] * sqrt(hidden), image / audio / video placeholder ids
         embedded as the pad id (as transformers does). Rows can be replaced by soft tokens and the result
         run with Session.prefill_embeddings."""
-        return self._core.embed(_as_ids(input_ids, self.config.text_config.vocab_size))
+        return self._core.embed(_as_ids(input_ids, self.config.text_config.vocab_size, "embed: input_ids"))
 
+    @checked_call
     def trace_nonfinite(self, inputs):
         """Runs a forward (from an empty cache) over `inputs` (token ids, a prompt string or chat messages)
         checking every op's output, and reports the first NaN / Inf: `report.where` reads e.g.
@@ -416,16 +493,17 @@ class Model:
             ids = self.encode_prompt(inputs)
         else:
             ids = inputs
-        ids = _as_ids(ids, self.config.text_config.vocab_size)
+        ids = _as_ids(ids, self.config.text_config.vocab_size, "trace_nonfinite: inputs")
         if len(ids) > self.max_context:
             raise InputError(f"context limit: {len(ids)} tokens > max_context {self.max_context}")
         return self._core.trace_nonfinite(ids)
 
+    @checked_call
     def logits(self, input_ids, images=None, videos=None, audio=None, max_soft_tokens: int | None = None,
                max_audio_s: float | None = None) -> np.ndarray:
         """Full forward from an empty cache: float32 logits [T, vocab]. images / videos / audio fill, in order,
         the expanded placeholder runs input_ids hold (as encode_prompt returns them)."""
-        ids = _as_ids(input_ids, self.config.text_config.vocab_size)
+        ids = _as_ids(input_ids, self.config.text_config.vocab_size, "logits: input_ids")
         if len(ids) > self.max_context:
             raise InputError(f"context limit: {len(ids)} tokens > max_context {self.max_context}")
         return Session(self, max(len(ids), 1)).prefill(ids, all_logits=True, images=images, videos=videos, audio=audio,
@@ -456,6 +534,7 @@ def _preload(ckpt, names: list[str], progress: bool | None) -> None:
 _QUANTIZE_BITS = {None: 0, "q8": 8, "q4": 4}
 
 
+@checked_call
 def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max_context: int | None = None,
          prefill_chunk: int = 512, preload: bool = False, progress: bool | None = None,
          quantize: str | None = None, group_size: int = 64, precision: str = "auto",
@@ -494,30 +573,25 @@ def load(path: str | os.PathLike, device: str = "auto", dtype: str = "auto", max
     from .models.gemma4.weights import text_prefix
     from .validate import require_valid
 
-    path = os.fspath(path)
-    if dtype not in ("auto", "f32"):
-        raise InputError(f"load: dtype '{dtype}' is not supported yet (auto or f32: activations in f32)")
+    path = args.path(path, "load: path")
+    args.one_of(dtype, "load: dtype (activations are f32)", ("auto", "f32"))
     device = _resolve_device(device)
+    prefill_chunk = args.integer(prefill_chunk, "load: prefill_chunk", 1, args.C_INT_MAX)
+    preload = args.boolean(preload, "load: preload")
+    progress = None if progress is None else args.boolean(progress, "load: progress")
+    quantize = args.one_of(quantize, "load: quantize", tuple(_QUANTIZE_BITS))
+    group_size = args.one_of(group_size, "load: group_size", (32, 64, 128))
+    precision = args.one_of(precision, "load: precision", ("auto", "fast", "f32"))
+    embedding_bits = args.one_of(embedding_bits, "load: embedding_bits", (4, 8))
+    if embedding_bits != 8 and quantize is None:
+        raise InputError("load: embedding_bits applies to load-time quantization: give quantize='q8' or 'q4' too")
     report = require_valid(path)
     from .models.gemma4 import load_config
 
     cfg = load_config(path)
     limit = cfg.text_config.max_position_embeddings
-    if max_context is not None and (isinstance(max_context, bool) or not isinstance(max_context, int)
-                                    or not 1 <= max_context <= limit):
-        raise InputError(f"load: max_context must be an integer in [1, {limit}] (max_position_embeddings), got {max_context!r}")
-    if isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, int) or prefill_chunk < 1:
-        raise InputError(f"load: prefill_chunk must be a positive integer, got {prefill_chunk!r}")
-    if quantize not in _QUANTIZE_BITS:
-        raise InputError(f"load: quantize must be None, 'q8' or 'q4', got {quantize!r}")
-    if isinstance(group_size, bool) or group_size not in (32, 64, 128):
-        raise InputError(f"load: group_size must be 32, 64 or 128, got {group_size!r}")
-    if precision not in ("auto", "fast", "f32"):
-        raise InputError(f"load: precision must be 'auto', 'fast' or 'f32', got {precision!r}")
-    if isinstance(embedding_bits, bool) or embedding_bits not in (4, 8):
-        raise InputError(f"load: embedding_bits must be 4 or 8, got {embedding_bits!r}")
-    if embedding_bits != 8 and quantize is None:
-        raise InputError("load: embedding_bits applies to load-time quantization: give quantize='q8' or 'q4' too")
+    if max_context is not None:
+        max_context = args.integer(max_context, "load: max_context (at most max_position_embeddings)", 1, limit)
     # Memory bounds before anything is allocated: a max_context whose KV cache does not fit is refused
     # with the numbers; without one, the longest that fits (markbase/memory.py).
     from .memory import choose_max_context, plan_for

@@ -61,16 +61,10 @@ def _kind_of(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a file")
 
 
-def _check_path(path, what: str, error) -> str | bytes:
-    if isinstance(path, os.PathLike):
-        path = os.fspath(path)
-    if not isinstance(path, (str, bytes)):
-        raise error(f"{what}: a path must be a string, got {type(path).__name__}")
-    if not path:
-        raise error(f"{what}: the path is empty")
-    if ("\0" if isinstance(path, str) else b"\0") in path:
-        raise error(f"{what}: the path {shown(path)} contains a NUL byte")
-    return path
+def _check_path(path, what: str, error) -> str:
+    from . import args
+
+    return args.path(path, f"{what}: the path", error)
 
 
 def _open_regular(path, what: str, error, follow_symlinks: bool) -> tuple[int, os.stat_result]:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import math
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
 
-from . import _core
-from ._core import InputError
+from . import _core, args
+from ._core import CheckpointError, InputError
 from .files import CHECKPOINT_JSON_MAX_BYTES, read_checkpoint_file
 from .tokenizer import split_thinking
 
@@ -68,74 +68,81 @@ class SamplingOptions:
     eos_ids: list[int] = field(default_factory=list)
 
 
+GENERATION_CONFIG = "generation_config.json"
+# generate()'s sampling keywords (SamplingOptions' fields a caller sets; eos_ids come from the checkpoint)
+SAMPLING_KEYWORDS = ("max_new_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
+                     "presence_penalty", "frequency_penalty", "seed", "stop")
+TEMPLATE_KEYWORDS = ("enable_thinking", "tools")  # chat-template options a Chat keeps for every turn
+
+
 def generation_defaults(path: str, config) -> dict:
-    """Defaults from generation_config.json (do_sample false → greedy), eos ids from it or config.json."""
+    """Defaults from generation_config.json (do_sample false → greedy), eos ids from it or config.json.
+    The file is optional and, as in transformers (whose loader falls back to defaults), ignored when it is
+    not JSON. JSON that is not an object, or a key read here holding a wrong type or range, is a
+    CheckpointError naming the file and the key (transformers cannot load such a file either)."""
     out: dict = {"eos_ids": list(config.eos_token_id) or [1]}
-    p = os.path.join(path, "generation_config.json")
+    p = os.path.join(path, GENERATION_CONFIG)
     if not os.path.exists(p):
         return out
     try:
         g = json.loads(read_checkpoint_file(p, CHECKPOINT_JSON_MAX_BYTES))  # CheckpointError: not a regular file
     except ValueError:  # not JSON (or not UTF-8): the defaults
         return out
+    if not isinstance(g, dict):
+        raise CheckpointError(f"{p}: the top level must be a JSON object, got {type(g).__name__}")
     eos = g.get("eos_token_id")
-    if isinstance(eos, int):
-        out["eos_ids"] = [eos]
-    elif isinstance(eos, list) and all(isinstance(e, int) for e in eos):
-        out["eos_ids"] = list(eos)
-    if g.get("do_sample") is False:
+    if eos is not None:
+        out["eos_ids"] = eos if isinstance(eos, list) else [eos]
+        if not all(args.is_int(e) and 0 <= e < args.TOKEN_ID_LIMIT for e in out["eos_ids"]):
+            raise CheckpointError(f"{p}: eos_token_id must be a token id or a list of them, got {args.shown(eos)}")
+    do_sample = g.get("do_sample")
+    if do_sample is not None and not isinstance(do_sample, bool):
+        raise CheckpointError(f"{p}: do_sample must be true or false, got {args.shown(do_sample)}")
+    if do_sample is False:
         out["temperature"] = 0.0
     else:
-        for key in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty"):
-            if isinstance(g.get(key), (int, float)) and not isinstance(g.get(key), bool):
-                out[key] = g[key]
-    if isinstance(g.get("max_new_tokens"), int):
+        out.update({k: g[k] for k in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty")
+                    if g.get(k) is not None})
+    if g.get("max_new_tokens") is not None:
         out["max_new_tokens"] = g["max_new_tokens"]
+    try:
+        _checked(SamplingOptions(**out))
+    except InputError as e:  # the checkpoint's value, not the caller's
+        raise CheckpointError(f"{p}: {e}") from None
     return out
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def _is_real(v) -> bool:
-    """A finite real number (ints included, booleans and NaN / inf not)."""
-    return (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-            and math.isfinite(float(v)))
-
-
 def resolve_options(defaults: dict, **given) -> SamplingOptions:
-    """Sampling options: the checkpoint's defaults, then the caller's. Every value is checked here, in
-    Python, so a wrong type or range is an InputError naming the argument (never a TypeError from the
-    bindings, never a NaN reaching the sampler)."""
+    """Sampling options: the checkpoint's defaults, then the caller's (None: the default). Every value is
+    checked here, in Python, so an unknown keyword or a wrong type or range is an InputError naming the
+    argument (never a TypeError from the bindings, never a NaN reaching the sampler)."""
+    args.keywords(given, SAMPLING_KEYWORDS, "generation options")
     opts = SamplingOptions(**{k: v for k, v in defaults.items() if k in SamplingOptions.__dataclass_fields__})
     for key, value in given.items():
         if value is not None and value is not _UNSET:
             setattr(opts, key, value)
-    if not _is_int(opts.max_new_tokens) or opts.max_new_tokens <= 0:
-        raise InputError(f"max_new_tokens must be a positive integer, got {opts.max_new_tokens!r}")
-    if not _is_real(opts.temperature) or opts.temperature < 0:
-        raise InputError(f"temperature must be a finite number >= 0, got {opts.temperature!r}")
-    if not _is_real(opts.top_p) or not 0 < opts.top_p <= 1:
-        raise InputError(f"top_p must be in (0, 1], got {opts.top_p!r}")
-    if not _is_int(opts.top_k) or not 0 <= opts.top_k < 2**31:
-        raise InputError(f"top_k must be an integer in [0, 2**31), got {opts.top_k!r}")
-    if not _is_real(opts.min_p) or not 0 <= opts.min_p < 1:
-        raise InputError(f"min_p must be in [0, 1), got {opts.min_p!r}")
-    if not _is_real(opts.repetition_penalty) or opts.repetition_penalty <= 0:
-        raise InputError(f"repetition_penalty must be a finite number > 0, got {opts.repetition_penalty!r}")
-    for name in ("presence_penalty", "frequency_penalty"):
-        if not _is_real(getattr(opts, name)):
-            raise InputError(f"{name} must be a finite number, got {getattr(opts, name)!r}")
-    if not _is_int(opts.seed) or not 0 <= opts.seed < 2**64:
-        raise InputError(f"seed must be an integer in [0, 2**64), got {opts.seed!r}")
-    if not isinstance(opts.eos_ids, (list, tuple)) or not all(_is_int(e) and e >= 0 for e in opts.eos_ids):
-        raise InputError(f"eos_ids must be a list of token ids, got {opts.eos_ids!r}")
-    opts.max_new_tokens, opts.top_k, opts.seed = int(opts.max_new_tokens), int(opts.top_k), int(opts.seed)
+    return _checked(opts)
+
+
+def _checked(opts: SamplingOptions) -> SamplingOptions:
+    """opts with every field checked (InputError naming it) and held as the sampler takes it."""
+    opts.max_new_tokens = args.integer(opts.max_new_tokens, "max_new_tokens", lo=1)
+    opts.temperature = args.real(opts.temperature, "temperature", lo=0)
+    opts.top_p = args.real(opts.top_p, "top_p", 0, 1, lo_open=True)
+    opts.top_k = args.integer(opts.top_k, "top_k", 0, args.C_INT_MAX)
+    opts.min_p = args.real(opts.min_p, "min_p", 0, 1, hi_open=True)
+    opts.repetition_penalty = args.real(opts.repetition_penalty, "repetition_penalty", lo=0, lo_open=True)
+    opts.presence_penalty = args.real(opts.presence_penalty, "presence_penalty")
+    opts.frequency_penalty = args.real(opts.frequency_penalty, "frequency_penalty")
+    opts.seed = args.seed(opts.seed)
+    if not isinstance(opts.eos_ids, (list, tuple)):
+        raise InputError(f"eos_ids must be a list of token ids, got {args.shown(opts.eos_ids)}")
+    opts.eos_ids = [args.integer(e, "eos_ids", 0, args.TOKEN_ID_LIMIT - 1) for e in opts.eos_ids]
     if isinstance(opts.stop, str):
         opts.stop = [opts.stop]
     if not isinstance(opts.stop, (list, tuple)) or not all(isinstance(s, str) and s for s in opts.stop):
-        raise InputError("stop must be a string or a list of non-empty strings")
+        raise InputError(f"stop must be a string or a list of non-empty strings, got {args.shown(opts.stop)}")
+    opts.stop = list(opts.stop)
     return opts
 
 
@@ -366,40 +373,64 @@ class Chat:
     prompts, and the model's own tokens where they equal the new tokenisation); the cache is rolled back
     to that prefix (or restarted when the session cannot truncate) and only the rest is prefilled. The
     answer therefore equals a fresh run over the whole conversation.
+
+    One turn at a time: while a streamed turn is open (not exhausted or closed), or a turn runs in another
+    thread, send and reset refuse with an InputError, since a second turn would interleave its messages and
+    rewrite the cache the open one decodes from.
     """
 
     def __init__(self, model, messages: list[dict] | None = None, system: str | None = None, **options):
+        args.keywords(options, SAMPLING_KEYWORDS + TEMPLATE_KEYWORDS, "new_chat")
         self.model = model
-        self.messages: list[dict] = list(messages or [])
+        self.messages: list[dict] = args.optional_list(messages, "new_chat: messages")
         if system is not None:
-            self.messages.insert(0, {"role": "system", "content": system})
-        self.template_kwargs = {k: options.pop(k) for k in ("enable_thinking", "tools") if k in options}
+            self.messages.insert(0, {"role": "system", "content": args.text(system, "new_chat: system")})
+        self.template_kwargs = check_template_options(options.pop("enable_thinking", None),
+                                                      options.pop("tools", None), "new_chat")
+        resolve_options(model.generation_defaults, **options)  # a bad option fails here, not at the first turn
         self.options = options
         self.session = model.session()
         self._fed: list = []   # what the session's cache holds per position (Prompt.keys)
         self.last: GenerationResult | None = None
+        self._turn_open = threading.Lock()  # held from send until its turn ends (stream exhausted or closed)
+        self._open_turn_streams = False     # what the open turn is: a stream, or a send running in a thread
+
+    def _refuse_while_open(self, what: str) -> None:
+        if self._open_turn_streams:
+            raise InputError(f"{what}: the previous streamed turn is still open: exhaust or close() its stream "
+                             f"first (two open turns would interleave their messages and share one cache)")
+        raise InputError(f"{what}: this chat is in use by another thread (a turn is running)")
 
     def reset(self) -> None:
         """Forgets every turn (keeps a leading system message)."""
+        if self._turn_open.locked():
+            self._refuse_while_open("Chat.reset")
         self.messages = [m for m in self.messages[:1] if m.get("role") in ("system", "developer")]
         self.session.reset()
         self._fed = []
 
+    @args.checked_call
     def send(self, content, stream: bool = False, **options):
-        """Adds a user turn and generates the answer: a string, or with stream=True an iterator of pieces
+        """Adds a user turn and generates the answer: a string, or with stream=True a TurnStream of pieces
         whose final item is the GenerationResult. A turn that does not complete (Ctrl-C, an error, a stream
         closed early) leaves no trace: its user message is taken back, and the next turn rolls the cache back
-        to what the conversation holds."""
-        self.messages.append({"role": "user", "content": content})
-        gen = self._turn({**self.options, **options})
+        to what the conversation holds. options: generate()'s sampling keywords, for this turn."""
+        stream = args.boolean(stream, "Chat.send: stream")
+        args.keywords(options, SAMPLING_KEYWORDS, "Chat.send")
+        if not self._turn_open.acquire(blocking=False):
+            self._refuse_while_open("Chat.send")
+        self._open_turn_streams = stream
+        turn = TurnStream(self._turn(content, {**self.options, **options}), self._turn_open.release)
         if stream:
-            return gen
-        result = None
-        for item in gen:
-            result = item
+            return turn
+        with turn:
+            result = None
+            for item in turn:
+                result = item
         return result.text
 
-    def _turn(self, options: dict):
+    def _turn(self, content, options: dict):
+        self.messages.append({"role": "user", "content": content})
         try:
             yield from self._run_turn(options)
         except BaseException:  # KeyboardInterrupt, GeneratorExit, errors: the turn is taken back
@@ -431,3 +462,49 @@ class Chat:
         self.messages.append({"role": "assistant", "content": content if result.finish_reason != "stop"
                               else result.raw_text})
         self.last = result
+
+
+class TurnStream:
+    """The pieces of a streamed Chat turn, its final item the GenerationResult. The turn ends, and the chat
+    takes another, once this is exhausted or closed (close(), the end of a with-block, or dropping it)."""
+
+    def __init__(self, pieces, release):
+        self._pieces = pieces
+        self._release = release
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return next(self._pieces)
+        except BaseException:  # the end, an error or Ctrl-C: the turn is over either way
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Ends the turn (a turn closed before its end is taken back) and frees the chat for the next one."""
+        self._pieces.close()
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def __enter__(self) -> "TurnStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_release", None) is not None:
+            self.close()
+
+
+def check_template_options(enable_thinking, tools, what: str) -> dict:
+    """The chat-template keywords given (enable_thinking: a bool, tools: a list of tool schemas)."""
+    out = {}
+    if enable_thinking is not None:
+        out["enable_thinking"] = args.boolean(enable_thinking, f"{what}: enable_thinking")
+    if tools is not None:
+        out["tools"] = args.optional_list(tools, f"{what}: tools")
+    return out

@@ -7,6 +7,7 @@ import json
 import os
 from typing import Iterable
 
+from . import args
 from ._core import CheckpointError, InputError
 from .chat_template import check_messages, render
 from .files import CHECKPOINT_JSON_MAX_BYTES, TEMPLATE_MAX_BYTES, TOKENIZER_JSON_MAX_BYTES, read_checkpoint_text
@@ -82,16 +83,19 @@ class Tokenizer:
             raise InputError(f"context limit: {what} has {nbytes} bytes, more than {max_tokens} tokens can hold "
                              f"(at most {self.max_token_bytes} bytes each); it cannot fit max_context {max_tokens}")
 
+    @args.checked_call
     def token_to_id(self, token: str) -> int | None:
-        return self._tok.token_to_id(token)
+        return self._tok.token_to_id(args.text(token, "token_to_id: token"))
 
+    @args.checked_call
     def id_to_token(self, i: int) -> str | None:
-        return self._tok.id_to_token(i)
+        return self._tok.id_to_token(args.integer(i, "id_to_token: i", 0, args.TOKEN_ID_LIMIT - 1))
 
+    @args.checked_call
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Token ids; with add_special_tokens, exactly one <bos> leads (never two)."""
-        if not isinstance(text, str):
-            raise InputError(f"encode: text must be a string, got {type(text).__name__}")
+        args.text(text, "encode: text")
+        add_special_tokens = args.boolean(add_special_tokens, "encode: add_special_tokens")
         ids = self._tok.encode(text, add_special_tokens=False).ids
         if add_special_tokens:
             while ids and ids[0] == self.bos_id:
@@ -99,11 +103,14 @@ class Tokenizer:
             ids = [self.bos_id] + ids
         return ids
 
+    @args.checked_call
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
-        return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        return self._tok.decode(_token_ids(ids, "decode: ids"),
+                                skip_special_tokens=args.boolean(skip_special_tokens, "decode: skip_special_tokens"))
 
+    @args.checked_call
     def stream(self, skip_special_tokens: bool = False) -> "StreamDecoder":
-        return StreamDecoder(self, skip_special_tokens)
+        return StreamDecoder(self, args.boolean(skip_special_tokens, "stream: skip_special_tokens"))
 
     def apply_chat_template(self, messages, add_generation_prompt: bool = True, tools: list | None = None,
                             allowed_media: set[str] | None = None, **kwargs) -> str:
@@ -114,6 +121,20 @@ class Tokenizer:
         specials = {k: self._token_text(k, "") for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
         return render(self.chat_template, msgs, add_generation_prompt=add_generation_prompt, tools=tools,
                       special_tokens=specials, **kwargs)
+
+
+def _token_ids(ids, what: str) -> list[int]:
+    """ids (any iterable of integers) as the list of ints the tokenizers library takes (u32 ids)."""
+    if isinstance(ids, (str, bytes, dict)):
+        raise InputError(f"{what} must be a sequence of integer token ids, got {args.shown(ids)}")
+    try:
+        items = list(ids)
+    except TypeError:
+        raise InputError(f"{what} must be a sequence of integer token ids, got {args.shown(ids)}") from None
+    for k, i in enumerate(items):
+        if not args.is_int(i) or not 0 <= i < args.TOKEN_ID_LIMIT:
+            raise InputError(f"{what}[{k}] must be a token id (an integer in [0, 2**32)), got {args.shown(i)}")
+    return [int(i) for i in items]
 
 
 class StreamDecoder:
@@ -131,8 +152,9 @@ class StreamDecoder:
         self._prefix = 0  # start of the context window in _ids
         self._read = 0    # tokens already turned into emitted text
 
+    @args.checked_call
     def push(self, token_id: int) -> str:
-        self._ids.append(int(token_id))
+        self._ids.append(args.integer(token_id, "push: token_id", 0, args.TOKEN_ID_LIMIT - 1))
         prefix_text = self._t.decode(self._ids[self._prefix:self._read], self._skip)
         new_text = self._t.decode(self._ids[self._prefix:], self._skip)
         if len(new_text) > len(prefix_text) and not new_text.endswith("\ufffd") and new_text.startswith(prefix_text):

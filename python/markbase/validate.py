@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _core
+from . import _core, args
 from ._core import CheckpointError, ConfigError, MarkbaseError
 from .files import read_checkpoint_file
 from .mlx_format import declared_value, read_quantization
@@ -141,13 +141,16 @@ class _Progress:
             sys.stderr.flush()
 
 
+@args.checked_call
 def validate(path: str | os.PathLike, scan_values: bool = True, progress: bool | None = None) -> Report:
     """Checks a checkpoint directory against the weight table of its config.json."""
     from .io import SafetensorsFile
     from .models.gemma4 import load_config, weight_table
     from .models.gemma4.weights import layer_of, short_name, text_prefix
 
-    path = os.fspath(path)
+    path = args.path(path, "validate: path")
+    scan_values = args.boolean(scan_values, "validate: scan_values")
+    progress = None if progress is None else args.boolean(progress, "validate: progress")
     report = Report(path=path)
     if not os.path.isdir(path):
         report.shard_errors.append(f"{path} is not a checkpoint directory")

@@ -31,10 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import args
 from .._core import InputError
 from ..files import is_url, read_media, shown
 
 SAMPLE_RATE = 16_000
+MAX_SAMPLE_RATE = 10_000_000  # Hz a sample array may claim
 MAX_AUDIO_S = 30.0
 MAX_AUDIO_BYTES = 256 << 20  # one encoded clip (file, data: URL or download)
 # Gemma4AudioFeatureExtractor's constants (spec §4.1)
@@ -75,11 +77,11 @@ WINDOW = np.hanning(FRAME_LENGTH + 1)[:-1].astype(np.float32)  # periodic Hann
 
 
 def _check_rate(sample_rate, what: str) -> int:
-    if isinstance(sample_rate, (bool, np.bool_)) or not isinstance(sample_rate, (int, np.integer, float, np.floating)):
-        raise InputError(f"{what}: sample_rate must be a number of Hz (an int), got {sample_rate!r} "
-                         f"({type(sample_rate).__name__})")
-    if not math.isfinite(sample_rate) or sample_rate != int(sample_rate) or not 1 <= int(sample_rate) <= 10_000_000:
-        raise InputError(f"{what}: sample_rate must be a whole number of Hz in [1, 10^7], got {sample_rate!r}")
+    if not (args.is_int(sample_rate) or isinstance(sample_rate, (float, np.floating))):
+        raise InputError(f"{what}: sample_rate must be a number of Hz (an int), got {args.shown(sample_rate)}")
+    if not args.is_real(sample_rate) or sample_rate != int(sample_rate) or not 1 <= sample_rate <= MAX_SAMPLE_RATE:
+        raise InputError(f"{what}: sample_rate must be a whole number of Hz in [1, {MAX_SAMPLE_RATE:.0e}], got "
+                         f"{args.shown(sample_rate)}")
     return int(sample_rate)
 
 
@@ -160,7 +162,7 @@ def load_audio(src, sample_rate=None, what: str = "audio", max_audio_s: float | 
             raise InputError(f"{what}: a sample array needs its sample_rate (e.g. sample_rate=16000 or "
                              f"(samples, 16000)); markbase does not guess it")
         rate = _check_rate(sample_rate, what)
-        arr = np.asarray(src)
+        arr = args.array(src, f"{what}: samples")
         return _finish(_mono(_as_float(arr, what), what), rate, what)
     raise InputError(f"{what}: audio must be a path, bytes, a URL, a numpy array with sample_rate or "
                      f"(array, sample_rate); got {type(src).__name__}")
@@ -231,12 +233,15 @@ def waveform_frames(samples: np.ndarray, frame: int = UNIFIED_FRAME) -> np.ndarr
     return out.reshape(n, frame)
 
 
+def check_max_audio_s(max_audio_s, what: str = "max_audio_s") -> float:
+    """The clip length limit in seconds: a finite number > 0, or None for MAX_AUDIO_S."""
+    return MAX_AUDIO_S if max_audio_s is None else args.real(max_audio_s, what, lo=0, lo_open=True)
+
+
 def process_audio(src, *, sample_rate=None, unified: bool = False, max_audio_s: float | None = None,
                   unified_frame: int = UNIFIED_FRAME, what: str = "audio") -> ProcessedAudio:
     """load_audio, the length check, then log_mel (E2B/E4B) or waveform_frames of unified_frame samples (12B)."""
-    limit = MAX_AUDIO_S if max_audio_s is None else float(max_audio_s)
-    if not limit > 0:
-        raise InputError(f"{what}: max_audio_s must be > 0, got {max_audio_s!r}")
+    limit = check_max_audio_s(max_audio_s, f"{what}: max_audio_s")
     samples = load_audio(src, sample_rate, what, limit)
     duration = len(samples) / SAMPLE_RATE
     if duration > limit:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import args
 from .._core import InputError
 from ..files import is_url, read_media, shown
 
@@ -191,8 +192,7 @@ def process_image(image, *, max_soft_tokens: int = 280, patch_size: int = 16, po
                   merge_patches: bool = False, what: str = "image") -> ProcessedImage:
     """Resize, rescale and patchify (spec §3.1). merge_patches: the 12B's merged patches of
     patch_size·pooling_kernel_size pixels (spec §5.2), one per soft token, instead of 16-px patches."""
-    if max_soft_tokens not in SUPPORTED_SOFT_TOKENS:
-        raise InputError(f"max_soft_tokens must be one of {SUPPORTED_SOFT_TOKENS}, got {max_soft_tokens!r}")
+    max_soft_tokens = args.one_of(max_soft_tokens, f"{what}: max_soft_tokens", SUPPORTED_SOFT_TOKENS)
     Image, _ = _pil()
     img = load_image(image, what)
     w, h = img.size

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import args
 from .._core import InputError
 from ..files import is_url, read_media, shown
 from .image import MAX_PIXELS, load_image
@@ -41,18 +42,23 @@ class VideoFrames:
 def sample_indices(total: int, num_frames: int | None = 32, fps: float | None = None,
                    video_fps: float | None = None) -> np.ndarray:
     """transformers' default_sample_indices_fn, keeping every frame when fewer than asked exist."""
+    num_frames, fps, video_fps = check_sampling(num_frames, fps, video_fps, "video")
     if total < 1:
         raise InputError("video: no frames")
-    if fps is not None:
-        if fps <= 0:
-            raise InputError(f"video: fps must be > 0, got {fps}")
-        num_frames = max(1, int(total / (video_fps or DEFAULT_FPS) * fps))
+    if fps is not None:  # (capped at total first: a huge fps or a tiny video_fps must not overflow int())
+        num_frames = max(1, int(min(total, total / (video_fps or DEFAULT_FPS) * fps)))
     if num_frames is None:
         return np.arange(total)
-    if isinstance(num_frames, bool) or not isinstance(num_frames, (int, np.integer)) or num_frames < 1:
-        raise InputError(f"video: num_frames must be a positive integer, got {num_frames!r}")
-    n = min(int(num_frames), total)
+    n = min(num_frames, total)
     return np.arange(n, dtype=np.int64) * total // n
+
+
+def check_sampling(num_frames, fps, video_fps, what: str) -> tuple[int | None, float | None, float | None]:
+    """The frame-sampling arguments checked (InputError naming them): num_frames a positive integer, fps and
+    video_fps finite numbers > 0, each or None."""
+    return (None if num_frames is None else args.integer(num_frames, f"{what}: num_frames", lo=1),
+            None if fps is None else args.real(fps, f"{what}: fps", lo=0, lo_open=True),
+            None if video_fps is None else args.real(video_fps, f"{what}: video_fps", lo=0, lo_open=True))
 
 
 def timestamp(seconds: float) -> str:
@@ -109,6 +115,7 @@ def load_video(src, num_frames: int | None = 32, fps: float | None = None, video
                what: str = "video") -> VideoFrames:
     """Sampled frames of a video file, bytes, list of images or [T, H, W, 3] uint8 array. video_fps: the frame
     rate of a list or array (for timestamps; default 24)."""
+    num_frames, fps, video_fps = check_sampling(num_frames, fps, video_fps, what)
     if isinstance(src, (str, os.PathLike)):
         data = read_media(src, what, MAX_VIDEO_BYTES)
         return _decode(data, what if is_url(src) else f"{what} {shown(os.fspath(src))}", num_frames, fps)
