@@ -111,16 +111,16 @@ class MediaProcessor:
     def image(self, src, max_soft_tokens: int | None = None, what: str = "image") -> MediaItem:
         self._check(what)
         t0 = time.perf_counter()
-        frame = self._frame(src, max_soft_tokens or self.image_budget, what)
+        frame = self._frame(src, self.image_budget if max_soft_tokens is None else max_soft_tokens, what)
         return MediaItem("image", [frame], preprocess_s=time.perf_counter() - t0)
 
     def video(self, src, max_soft_tokens: int | None = None, num_frames: int | None = None, fps: float | None = None,
               video_fps: float | None = None, what: str = "video") -> MediaItem:
         self._check(what)
         t0 = time.perf_counter()
-        clip = load_video(src, num_frames=None if fps is not None else (num_frames or self.num_frames), fps=fps,
+        clip = load_video(src, num_frames=None if fps is not None else (self.num_frames if num_frames is None else num_frames), fps=fps,
                           video_fps=video_fps, what=what)
-        budget = max_soft_tokens or self.video_budget
+        budget = self.video_budget if max_soft_tokens is None else max_soft_tokens
         frames = [self._frame(f, budget, f"{what} frame {i}") for i, f in zip(clip.indices, clip.frames)]
         return MediaItem("video", frames, timestamps=clip.timestamps, preprocess_s=time.perf_counter() - t0)
 

@@ -289,9 +289,6 @@ def test_generation_config_unreadable_or_null_gives_the_defaults(tmp_path, ckpt,
     assert len(m.generate("hi", max_new_tokens=2).token_ids) <= 2
 
 
-@pytest.mark.xfail(strict=True, reason="markbase/media.py (not this branch's file) reads a part's max_soft_tokens and "
-                   "num_frames with `x or default`, which a numpy array makes a ValueError: requested fix "
-                   "`default if x is None else x`")
 @pytest.mark.parametrize("part", [{"type": "image", "image": IMAGE, "max_soft_tokens": np.array([70, 140])},
                                   {"type": "video", "video": VIDEO, "num_frames": np.array([])}])
 def test_media_part_options(model, part):
