@@ -318,12 +318,6 @@ def test_server_fuzz(server):
     still_the_same(server, before)
 
 
-# The bodies below are refused by FastAPI before protocol.py sees them (bytes that are not UTF-8, nesting past
-# Python's json recursion limit): until app.py's exception boundary lands (the lead's part of issue 38 item 3)
-# the answer is FastAPI's {"detail": ...}, not OpenAI's error JSON.
-NEEDS_APP_BOUNDARY = pytest.mark.xfail(
-    strict=True, reason="app.py: invalid UTF-8 / 100k-deep JSON get FastAPI's {'detail': ...} until the app's "
-                        "exception boundary lands; remove this mark then")
 BASE_BODIES = [
     (CHAT, {"model": MODEL, "messages": [{"role": "user", "content": "hi there"}], "max_tokens": 2}),
     (CHAT, {"model": MODEL, "messages": [{"role": "system", "content": "Be brief."},
@@ -337,7 +331,6 @@ RAW_VALUES = st.one_of(st.sampled_from(NOT_UTF8).map(lambda b: Raw(b'"a' + b + b
                        st.sampled_from([1000, 100_000]).map(lambda d: Raw(b'{"a":' * d + b"1" + b"}" * d)))
 
 
-@NEEDS_APP_BOUNDARY
 def test_server_fuzz_bytes(server):
     """Bytes that are not UTF-8 and nesting past Python's recursion limit, anywhere in a body."""
     before = greedy_text(server)
