@@ -331,3 +331,13 @@ def test_requests_in_flight_are_bounded_by_the_request_budget(hostile):
     status, out, _ = raw_request(hostile.port, post_head("/v1/chat/completions", len(body)), body)
     assert status == 200 and out["choices"][0]["message"]["content"] is not None
     assert budget.held == held, "a finished request kept its reservation"
+
+
+@pytest.mark.parametrize("body, message, param", [
+    (b"", "must be a JSON object", None), (b"null", "must be a JSON object", None),
+    (b'{"model": "tiny-e2b", "messages": [1]}', "messages[0]", "messages[0]"),
+])
+def test_schema_errors_name_the_json_path(hostile, body, message, param):
+    status, err, _ = raw_request(hostile.port, post_head("/v1/chat/completions", len(body)), body)
+    error = assert_openai_error(status, err, 400)
+    assert message in error["message"] and error["param"] == param, error

@@ -29,7 +29,7 @@ from .._core import ConfigError, InputError, MarkbaseError
 from ..generate import GenerationResult
 from ..tokenizer import CHANNEL_CLOSE, CHANNEL_OPEN, split_thinking
 from .guard import REQUEST_MEMORY_FACTOR, Guard, RequestBudget, scope_authorized
-from .protocol import (MAX_REQUEST_MEDIA_BYTES, ApiError, ChatRequest, CompletionRequest, MediaPolicy, check_common,
+from .protocol import (MAX_REQUEST_MEDIA_BYTES, ApiError, at, ChatRequest, CompletionRequest, MediaPolicy, check_common,
                        check_tools, finish_reason, input_error, sampling_kwargs, thinking_requested, to_messages)
 from .tool_calls import CALL_OPEN, split_tool_calls
 from .worker import Job, QueueFull, Worker
@@ -256,9 +256,16 @@ def create_app(load: Callable[[], Any], model_id: str, api_key: str | None = Non
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, e: RequestValidationError):
         first = e.errors()[0] if e.errors() else {}
-        loc = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        return JSONResponse(ApiError(400, f"{loc}: {first.get('msg', 'invalid request')}", loc or None).body(),
-                            status_code=400)
+        loc = first.get("loc", ())
+        keys = loc[1:] if loc[:1] == ("body",) else loc
+        if first.get("type") == "json_invalid":
+            message, where = f"the request body is not valid JSON ({first.get('ctx', {}).get('error', 'invalid')})", ""
+        elif not keys and first.get("type") == "missing":
+            message, where = "the request body must be a JSON object (it is empty or null)", ""
+        else:
+            where = at("", *(k for k in keys if isinstance(k, (int, str))))
+            message = f"{where or 'the request body'}: {first.get('msg', 'invalid request')}"
+        return JSONResponse(ApiError(400, message, where or None).body(), status_code=400)
 
     app.add_middleware(Guard, api_key=lambda: state.api_key, body_limit=state.body_limit)
 
