@@ -27,7 +27,6 @@ import threading
 from collections.abc import ItemsView, KeysView, Mapping, ValuesView
 from datetime import datetime
 from itertools import chain
-from string import Formatter
 from typing import Any, NamedTuple
 
 import jinja2
@@ -47,11 +46,13 @@ ITEMS_PER_STEP = 10           # items a Python-level loop inside a filter or met
 NODES_PER_STEP = 10           # plain template nodes (names, constants, text) a body runs per step
 SANDBOXED_NODE_STEPS = 4      # an attribute, item, filter, test, comparison or operator: a sandbox call
 CALL_STEPS = 10               # a call through the sandbox (a method, a global, a macro)
-LIST_ITEM_CHARS = 8           # what a list item costs, in characters (a pointer)
+LIST_ITEM_CHARS = 8           # what a list item (or a call argument) costs, in characters (a pointer)
+DICT_ITEM_CHARS = 40          # what a dict or namespace entry costs (hash, key, value, free slots)
 STR_OBJECT_CHARS = 56         # what a new string object costs beyond its characters (its header)
 MAX_INT_BITS = 1 << 16        # the largest integer a template may compute
 FLOAT_TEXT_CHARS = 330        # the longest a float formats to ('%f' % 1e308) beyond width and precision
 MAX_SPEC_NUMBER = 10**18      # any width or precision past this is refused anyway
+HTML_ESCAPE_EXPANSION = 5     # Markup escapes a character into at most 5 ('&amp;', '&#34;')
 QUOTE_CHUNK = 1 << 14         # characters quoted at a time when measuring a string's repr or JSON
 
 OUTPUT_EXCEEDED = (f"the chat template exceeded its output budget of {MAX_RENDER_CHARS:,} characters per render "
@@ -111,8 +112,12 @@ def allocated(value: Any) -> int:
     """Characters charged for a freshly made value (strings by length, containers by item count)."""
     if isinstance(value, (str, bytes, bytearray)):
         return len(value)
-    if isinstance(value, (list, tuple, dict, set, frozenset)):
+    if isinstance(value, (list, tuple)):
         return len(value) * LIST_ITEM_CHARS
+    if type(value) is Namespace:
+        value = object.__getattribute__(value, "_Namespace__attrs")
+    if isinstance(value, (dict, set, frozenset)):
+        return len(value) * DICT_ITEM_CHARS
     return 0
 
 
@@ -224,24 +229,27 @@ def text_size(value: Any, style: str = "str") -> int:
 _NUMBERS = (int, float, bool, type(None))  # as text: at most a few thousand digits (see MAX_INT_BITS)
 
 
-def expect_text(value: Any, style: str = "str", factor: int = 1) -> None:
+def expect_text(value: Any, style: str = "str") -> None:
     """Checks that turning `value` into text (str(), repr(), ...) fits the output budget."""
-    if type(value) in _NUMBERS:
-        return
-    budget = current_budget()
-    if isinstance(value, str) and style == "str":
-        budget.expect(len(value) * factor)
-    else:
-        budget.expect(measure(value, style).chars * factor)
+    if type(value) not in _NUMBERS:
+        current_budget().expect(measure(value, style).chars)
 
 
 def scan_cost(value: Any) -> None:
-    """Charges the work of scanning `value` once (a search, a comparison, a filter's pass over it)."""
+    """Charges the work of comparing all of `value` once: its strings' characters and its values."""
     budget = current_budget()
     if isinstance(value, (str, bytes, bytearray)):
         budget.scan(len(value))
     elif isinstance(value, (list, tuple, dict, set, frozenset, Namespace)):
         budget.scan(measure(value, "len", limit=budget.steps * SCAN_CHARS_PER_STEP).chars)
+
+
+def pass_cost(value: Any) -> None:
+    """Charges the work of one pass over `value`'s characters or items (not into the items)."""
+    if isinstance(value, (str, bytes, bytearray)):
+        current_budget().scan(len(value))
+    elif isinstance(value, (list, tuple, dict, set, frozenset)):
+        current_budget().work(len(value) // ITEMS_PER_STEP)
 
 
 _SIZED = (str, bytes, bytearray, list, tuple, dict)
@@ -301,11 +309,13 @@ def percent_format_size(fmt: str | bytes, args: Any) -> int:
             size += _spec_number(next_arg() if number == "*" else number)
         value = mapping.get(spec["key"]) if spec["key"] is not None and mapping is not None else next_arg()
         size += _field_size(value, {"r": "repr", "a": "ascii"}.get(spec["conversion"], "str"))
-    return size * (6 if isinstance(fmt, Markup) else 1)  # Markup escapes its arguments
+    return size * (HTML_ESCAPE_EXPANSION if isinstance(fmt, Markup) else 1)  # Markup escapes its arguments
 
 
 class BudgetFormatter(SandboxedFormatter):
     """str.format in the sandbox: each field is checked against the budget before it is formatted."""
+
+    expansion = 1  # of a field's text once formatted
 
     def convert_field(self, value: Any, conversion: str | None) -> Any:
         styles = {"s": "str", "r": "repr", "a": "ascii"}
@@ -317,18 +327,17 @@ class BudgetFormatter(SandboxedFormatter):
         budget = current_budget()
         budget.work(1)
         widths = sum(_spec_number(d) for d in _DIGITS.findall(format_spec))
-        budget.expect(widths + _field_size(value))
+        budget.expect(self.expansion * (widths + _field_size(value)))
         text = super().format_field(value, format_spec)
         budget.produce(len(text))
         return text
 
 
 class BudgetEscapeFormatter(BudgetFormatter, EscapeFormatter):
-    pass
+    expansion = HTML_ESCAPE_EXPANSION
 
 
 # -- str / bytes methods ----------------------------------------------------------------------------------
-
 
 
 def _arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -> Any:
@@ -376,31 +385,30 @@ def check_text_method(text: str | bytes, name: str, args: tuple, kwargs: dict) -
     budget = current_budget()
     kind = str if isinstance(text, str) else bytes
     budget.scan(len(text) + sum(len(a) for a in args if isinstance(a, (str, bytes))))
+    size = 0  # an upper bound of the result, when it can outgrow the text
     if name in ("ljust", "rjust", "center", "zfill"):
-        budget.expect(max(len(text), count_arg(_arg(args, kwargs, 0, "width"))))
+        size = max(len(text), count_arg(_arg(args, kwargs, 0, "width")))
     elif name == "expandtabs":
-        budget.expect(len(text) + text.count("\t" if isinstance(text, str) else b"\t")
-                      * count_arg(_arg(args, kwargs, 0, "tabsize", 8)))
+        size = len(text) + text.count("\t" if kind is str else b"\t") * count_arg(_arg(args, kwargs, 0, "tabsize", 8))
     elif name == "replace" and len(args) >= 2 and all(isinstance(a, kind) for a in args[:2]):
         old, new = args[0], args[1]
         hits = text.count(old) if old else len(text) + 1
         count = _arg(args, kwargs, 2, "count", -1)
         if isinstance(count, int) and count >= 0:
             hits = min(hits, count)
-        budget.expect(len(text) + hits * max(len(new) - len(old), 0))
+        size = len(text) + hits * max(len(new) - len(old), 0)
     elif name == "join" and args:
         items = list(args[0])
+        args = (items,) + args[1:]
         budget.work(len(items) // ITEMS_PER_STEP)
-        budget.expect(sum(len(i) for i in items if isinstance(i, (str, bytes))) + max(len(items) - 1, 0) * len(text))
-        return (items,) + args[1:]
+        size = sum(len(i) for i in items if isinstance(i, (str, bytes))) + max(len(items) - 1, 0) * len(text)
     elif name == "translate" and args:
-        budget.expect(len(text) * _translation_size(args[0]))
+        size = len(text) * _translation_size(args[0])
     elif name in ("split", "rsplit"):
-        pieces = _split_pieces(text, _arg(args, kwargs, 0, "sep"), _arg(args, kwargs, 1, "maxsplit", -1))
-        budget.expect(_pieces_size(len(text), pieces))
+        size = _pieces_size(len(text), _split_pieces(text, _arg(args, kwargs, 0, "sep"), _arg(args, kwargs, 1, "maxsplit", -1)))
     elif name == "splitlines":
-        pieces = _count_any(text, _LINE_BREAKS) + 1
-        budget.expect(_pieces_size(len(text), pieces))
+        size = _pieces_size(len(text), _count_any(text, _LINE_BREAKS) + 1)
+    budget.expect(size * (HTML_ESCAPE_EXPANSION if isinstance(text, Markup) else 1))  # Markup escapes arguments
     return args
 
 
@@ -450,6 +458,7 @@ def _bound_join(env, value, d="", attribute=None):
 def _bound_sum(env, iterable, attribute=None, start=0):
     # Adding sequences copies the running total each time: charge that work, bound the result.
     values = _attribute_values(env, iterable, attribute)
+    current_budget().work(len(values) // ITEMS_PER_STEP)
     total = allocated(start)
     copied = 0
     for value in values:
@@ -478,7 +487,7 @@ def _bound_urlize(value, trim_url_limit=None, nofollow=False, target=None, rel=N
     size = text_size(value)
     current_budget().work(size // ITEMS_PER_STEP)  # a regex match per word
     link_chars = 64 + (text_size(target) if target else 0) + (text_size(rel) if rel else 0)
-    return 6 * size + (size // 2 + 1) * link_chars  # every word a link with its attributes
+    return 2 * HTML_ESCAPE_EXPANSION * size + (size // 2 + 1) * link_chars  # every word a link, escaped twice
 
 
 def _bound_wordcount(s):
@@ -513,9 +522,10 @@ FILTER_BOUNDS = {
     "format": _bound_format, "join": _bound_join, "sum": _bound_sum, "tojson": _bound_tojson,
     "pprint": _bound_pprint, "urlize": _bound_urlize, "wordcount": _bound_wordcount, "batch": _bound_batch,
     "slice": _bound_slice, "list": _bound_list,
-    # Case mapping can triple a string ('ß' -> 'SS'), HTML escaping make a character 5, URL quoting 12.
+    # Case mapping can triple a character ('ﬃ' -> 'FFI'), URL quoting make it 12 ('%F0%9F%98%80').
     "upper": _scaled_text(3), "lower": _scaled_text(3), "title": _scaled_text(3), "capitalize": _scaled_text(3),
-    "e": _scaled_text(6), "escape": _scaled_text(6), "forceescape": _scaled_text(6), "xmlattr": _scaled_text(6),
+    "e": _scaled_text(HTML_ESCAPE_EXPANSION), "escape": _scaled_text(HTML_ESCAPE_EXPANSION),
+    "forceescape": _scaled_text(HTML_ESCAPE_EXPANSION), "xmlattr": _scaled_text(HTML_ESCAPE_EXPANSION),
     "urlencode": _scaled_text(12),
     "trim": _scaled_text(1), "string": _scaled_text(1), "striptags": _scaled_text(1), "safe": _scaled_text(1),
     "truncate": _scaled_text(1),
@@ -525,6 +535,7 @@ ENVIRONMENT_BOUNDS = frozenset(["join", "sum"])    # they get attributes the tem
 SELECTING_FILTERS = frozenset(["default", "d", "first", "last", "random", "attr", "max", "min"])  # no new value
 CONSTANT_TIME_FILTERS = frozenset(["length", "count", "default", "d", "first", "last", "random", "attr",
                                    "abs", "round", "filesizeformat"])
+COMPARING_FILTERS = frozenset(["sort", "unique", "max", "min", "dictsort", "groupby"])  # compare whole items
 COMPARISON_TESTS = {"==": "eq", "eq": "eq", "equalto": "eq", "!=": "ne", "ne": "ne", "<": "lt", "lt": "lt",
                     "lessthan": "lt", "<=": "lteq", "le": "lteq", ">": "gt", "gt": "gt", "greaterthan": "gt",
                     ">=": "gteq", "ge": "gteq", "in": "in"}
@@ -546,6 +557,7 @@ def _budgeted_filter(env, name: str, func):
         if len(args) <= value_at:
             return func(*args, **kwargs)
         value = args[value_at]
+        budget.produce((len(args) + len(kwargs)) * LIST_ITEM_CHARS)  # `*list` makes a tuple
         if name in MATERIALIZED_FILTERS and not isinstance(value, (str, list, tuple, dict)):
             value = list(value)
             budget.produce(allocated(value))
@@ -557,8 +569,10 @@ def _budgeted_filter(env, name: str, func):
                 pass  # the filter itself refuses these arguments
             else:
                 budget.expect(bound(*bound_args.args, **bound_args.kwargs))
-        if name not in CONSTANT_TIME_FILTERS:
+        if name in COMPARING_FILTERS:
             scan_cost(value)
+        elif name not in CONSTANT_TIME_FILTERS:
+            pass_cost(value)
         result = func(*args, **kwargs)
         if name not in SELECTING_FILTERS and result is not value:
             budget.produce(allocated(result))
@@ -641,7 +655,7 @@ class BudgetCalls(Extension):
 
 
 # Bodies that run a variable number of times pay for themselves each time they run (see instrument).
-_OWN_BODIES = ((nodes.For, ("body", "else_", "test")), (nodes.If, ("body", "elif_", "else_")),
+_OWN_BODIES = ((nodes.For, ("body", "else_", "test")), (nodes.If, ("body", "else_")),
                (nodes.Macro, ("body",)), (nodes.CallBlock, ("body",)), (nodes.Block, ("body",)))
 _SANDBOXED_NODES = (nodes.Getattr, nodes.Getitem, nodes.Filter, nodes.Test, nodes.Compare, nodes.BinExpr,
                     nodes.Concat)
@@ -749,7 +763,7 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
             if not isinstance(operand, str) and type(operand) not in _NUMBERS:
                 expect_text(operand)
             texts.append(soft_str(operand))
-        budget.expect(sum(map(len, texts)))
+        budget.expect(sum(map(len, texts)) * (HTML_ESCAPE_EXPANSION if markup else 1))
         joined = markup_join(texts) if markup else "".join(texts)
         budget.produce(len(joined))
         return joined
@@ -783,7 +797,8 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         elif operator == "*":
             _check_product(left, right)
         elif operator == "+" and isinstance(left, _SIZED) and isinstance(right, _SIZED):
-            budget.expect(allocated(left) + allocated(right))
+            escaping = HTML_ESCAPE_EXPANSION if isinstance(left, Markup) or isinstance(right, Markup) else 1
+            budget.expect(escaping * (allocated(left) + allocated(right)))
         elif operator == "%" and isinstance(left, (str, bytes)):
             budget.expect(percent_format_size(left, right))
         result = super().call_binop(context, operator, left, right)
@@ -793,6 +808,7 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
     def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja2's signature
         budget = current_budget()
         budget.work(CALL_STEPS)
+        budget.produce((len(args) + len(kwargs)) * LIST_ITEM_CHARS)  # `*list` makes a tuple
         receiver = getattr(__obj, "__self__", None)
         if isinstance(receiver, (str, bytes)):
             args = check_text_method(receiver, __obj.__name__, args, kwargs)
@@ -863,7 +879,8 @@ def _check_product(left, right):
 def make_environment() -> BudgetedSandbox:
     """The environment transformers' apply_chat_template uses (sandboxed, trim_blocks, lstrip_blocks,
     loopcontrols, raise_exception, strftime_now, a tojson that does not HTML-escape), budgeted."""
-    env = BudgetedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, BudgetCalls], finalize=finalize_output)
+    env = BudgetedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, BudgetCalls],
+                          finalize=finalize_output)
     env.filters["tojson"] = tojson
     env.filters = {name: _budgeted_filter(env, name, f) for name, f in env.filters.items()}
     env.tests = {name: _budgeted_test(name, f) for name, f in env.tests.items()}
