@@ -405,7 +405,8 @@ def check_text_method(text: str | bytes, name: str, args: tuple, kwargs: dict) -
     elif name == "translate" and args:
         size = len(text) * _translation_size(args[0])
     elif name in ("split", "rsplit"):
-        size = _pieces_size(len(text), _split_pieces(text, _arg(args, kwargs, 0, "sep"), _arg(args, kwargs, 1, "maxsplit", -1)))
+        pieces = _split_pieces(text, _arg(args, kwargs, 0, "sep"), _arg(args, kwargs, 1, "maxsplit", -1))
+        size = _pieces_size(len(text), pieces)
     elif name == "splitlines":
         size = _pieces_size(len(text), _count_any(text, _LINE_BREAKS) + 1)
     budget.expect(size * (HTML_ESCAPE_EXPANSION if isinstance(text, Markup) else 1))  # Markup escapes arguments
@@ -831,7 +832,10 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         text = getattr(value, "__self__", None)
         if not isinstance(text, str):
             return None
-        formatter = BudgetEscapeFormatter(self, escape=text.escape) if isinstance(text, Markup) else BudgetFormatter(self)
+        if isinstance(text, Markup):
+            formatter = BudgetEscapeFormatter(self, escape=text.escape)
+        else:
+            formatter = BudgetFormatter(self)
         is_format_map = value.__name__ == "format_map"
 
         def wrapper(*args, **kwargs):
