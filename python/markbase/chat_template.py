@@ -3,15 +3,12 @@
 Same jinja2 environment (sandboxed, trim_blocks, lstrip_blocks, loopcontrols), same helpers
 (`raise_exception`, `strftime_now`, a `tojson` that does not HTML-escape) and the same variables
 (`messages`, `tools`, `documents`, `add_generation_prompt`, `bos_token`, `eos_token`, … plus any extra
-keyword such as `enable_thinking`).
+keyword such as `enable_thinking`). Each render runs on a budget of output and work (template_sandbox).
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import threading
-from datetime import datetime
 from typing import Any
 
 from ._core import CheckpointError, InputError
@@ -20,63 +17,15 @@ ROLES = ("system", "developer", "user", "assistant", "model", "tool")
 CONTENT_TYPES = ("text", "image", "audio", "video")
 
 
-def _environment():
-    import jinja2
-    from jinja2.ext import loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    def strftime_now(fmt):
-        return datetime.now().strftime(fmt)
-
-    def bounded_range(*args):
-        # The sandbox caps one range at 10^5 items; this caps every range of a render together, so nested
-        # loops in a hostile template end with an error instead of running for hours.
-        for x in range(*args):
-            _render_budget.steps -= 1
-            if _render_budget.steps < 0:
-                raise jinja2.exceptions.TemplateError(f"more than {MAX_RANGE_STEPS} range() loop steps in one render")
-            yield x
-
-    class Sandbox(ImmutableSandboxedEnvironment):
-        # `[1] * 10**9` or `2 ** 10**9` would take gigabytes or hours: sizes are checked before computing.
-        intercepted_binops = frozenset(["*", "**"])
-
-        def call_binop(self, context, operator, left, right):
-            from jinja2.exceptions import SecurityError
-
-            if operator == "**" and isinstance(right, (int, float)) and not isinstance(right, bool) and abs(right) > 4096:
-                raise SecurityError(f"chat template: exponent {right} is too large")
-            if operator == "*":
-                for seq, n in ((left, right), (right, left)):
-                    if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * max(n, 0) > MAX_PRODUCT:
-                        raise SecurityError(f"chat template: a sequence repeated {n} times is too long")
-            return super().call_binop(context, operator, left, right)
-
-    env = Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    env.globals["range"] = bounded_range
-    return env
-
-
-MAX_RANGE_STEPS = 10**6  # range() items one render may walk (real templates use a handful)
-MAX_PRODUCT = 10**7      # items (or characters) a `seq * n` in a template may produce
-_render_budget = threading.local()
-
-
 @functools.lru_cache(maxsize=16)
 def compile_template(source: str):
     import jinja2
 
+    from .template_sandbox import make_environment, start_budget  # jinja2 is imported on first use
+
+    start_budget()  # compiling folds constant expressions
     try:
-        return _environment().from_string(source)
+        return make_environment().from_string(source)
     except jinja2.exceptions.TemplateSyntaxError as e:
         raise CheckpointError(f"chat template does not parse: {e.message} (line {e.lineno})") from None
     except (RecursionError, MemoryError, ValueError, TypeError) as e:  # pathological nesting and the like
@@ -116,11 +65,15 @@ def render(source: str, messages: list[dict], *, add_generation_prompt: bool = T
            documents: list | None = None, special_tokens: dict[str, str] | None = None, **kwargs) -> str:
     import jinja2
 
+    from .template_sandbox import BudgetExceeded, start_budget
+
     template = compile_template(source)
-    _render_budget.steps = MAX_RANGE_STEPS
+    start_budget()
     try:
         return template.render(messages=messages, tools=tools, documents=documents,
                                add_generation_prompt=add_generation_prompt, **(special_tokens or {}), **kwargs)
+    except BudgetExceeded as e:
+        raise InputError(str(e)) from None
     except jinja2.exceptions.TemplateError as e:
         raise InputError(f"chat template: {e}") from None
     except Exception as e:  # noqa: BLE001 - a template runs arbitrary (sandboxed) expressions: any error is its own
