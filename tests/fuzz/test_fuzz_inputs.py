@@ -84,11 +84,15 @@ def test_chat_messages(tiny, messages, thinking):
 
 def test_huge_message(tiny):
     _, model = tiny
-    big = "word " * 200_000  # 1 MB
-    ids = model.encode_prompt([{"role": "user", "content": big}])
-    assert len(ids) > 100_000
-    with pytest.raises(mb.InputError, match="context limit"):
-        model.generate([{"role": "user", "content": big}], max_new_tokens=1)
+    big = "word " * 200_000  # 1 MB: far more than max_context tokens, refused from its bytes before tokenizing
+    for call in (model.encode_prompt, lambda m: model.generate(m, max_new_tokens=1)):
+        with pytest.raises(mb.InputError, match="context limit: the prompt has 1000[0-9]+ bytes"):
+            call([{"role": "user", "content": big}])
+    # Under the byte bound (5 bytes a word, tokens are up to max_token_bytes): tokenized, refused by its count.
+    longer = "word " * (2 * model.max_context)
+    assert 5 < model.tokenizer.max_token_bytes and len(model.encode_prompt(longer)) > model.max_context
+    with pytest.raises(mb.InputError, match="context limit: the prompt has [0-9]+ tokens"):
+        model.generate(longer, max_new_tokens=1)
 
 
 SAMPLER_VALUES = st.one_of(JSON_SCALARS, st.floats(), st.integers(-2**70, 2**70), st.lists(st.text(max_size=3), max_size=3))
