@@ -35,6 +35,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from typing import Callable
 
 from ._core import CheckpointError, InputError
 
@@ -140,17 +141,29 @@ def _read_capped(fd: int, size: int, path, what: str, max_bytes: int, deadline_s
     if size > max_bytes:
         raise error(f"{what}: {shown(path)} is {size} bytes, more than the {max_bytes} bytes allowed")
     deadline = time.monotonic() + deadline_s
+
+    def in_time():
+        if time.monotonic() > deadline:
+            raise error(f"{what}: reading {shown(path)} took longer than {deadline_s:g} s")
+
+    return _read_chunks(lambda n: os.read(fd, n), max_bytes, in_time, lambda: error(
+        f"{what}: {shown(path)} grew past the {max_bytes} bytes allowed while it was read"))
+
+
+def _read_chunks(read: Callable[[int], bytes], max_bytes: int, check: Callable[[], None],
+                 too_large: Callable[[], Exception]) -> bytes:
+    """read(n) until it returns nothing, at most max_bytes in all (too_large() is raised past them), check()
+    after every chunk (it raises to stop)."""
     chunks, total = [], 0
     while True:
-        chunk = os.read(fd, min(CHUNK_BYTES, max_bytes + 1 - total))
+        chunk = read(min(CHUNK_BYTES, max_bytes + 1 - total))
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
         total += len(chunk)
         if total > max_bytes:
-            raise error(f"{what}: {shown(path)} grew past the {max_bytes} bytes allowed while it was read")
-        if time.monotonic() > deadline:
-            raise error(f"{what}: reading {shown(path)} took longer than {deadline_s:g} s")
+            raise too_large()
+        check()
 
 
 def read_file(path, *, what: str, max_bytes: int, error=InputError, follow_symlinks: bool = True,
@@ -249,16 +262,12 @@ def _download(url: str, what: str, max_bytes: int, timeout_s: float, cancelled: 
             declared = r.headers.get("Content-Length")
             if declared and declared.isdigit() and int(declared) > max_bytes:
                 raise InputError(f"{what}: {url} is {declared} bytes, more than the {max_bytes} bytes allowed")
-            chunks, total = [], 0
-            while not cancelled.is_set():
-                chunk = r.read1(min(CHUNK_BYTES, max_bytes + 1 - total))
-                if not chunk:
-                    return b"".join(chunks)
-                chunks.append(chunk)
-                total += len(chunk)
-                if total > max_bytes:
-                    raise InputError(f"{what}: {url} is larger than the {max_bytes} bytes allowed")
-            raise InputError(f"{what}: {url}: the transfer was cancelled")
+            def not_cancelled():
+                if cancelled.is_set():
+                    raise InputError(f"{what}: {url}: the transfer was cancelled")
+
+            return _read_chunks(r.read1, max_bytes, not_cancelled, lambda: InputError(
+                f"{what}: {url} is larger than the {max_bytes} bytes allowed"))
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - URLError, HTTPError, timeouts, bad URLs
