@@ -80,7 +80,9 @@ def run_bounded(code: str, timeout: float = 60, address_space: int = 6 << 30) ->
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "python"), str(REPO / "tests")]))
+    # The markbase this test runs (the working tree's, or the installed one in CI), and the test helpers.
+    package_root = os.path.dirname(os.path.dirname(mb.__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, str(REPO / "tests")]))
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout,
                           preexec_fn=limit)
     assert proc.returncode == 0, proc.stderr[-2000:]
