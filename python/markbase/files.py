@@ -241,7 +241,8 @@ def fetch_url(url: str, what: str, max_bytes: int, deadline_s: float | None = No
 
     def run():
         try:
-            outcome["data"] = _download(url, what, max_bytes, deadline_s, cancelled)
+            # (socket timeouts past the overall deadline: that one always ends a stalled transfer first)
+            outcome["data"] = _download(url, what, max_bytes, deadline_s + 1.0, cancelled)
         except BaseException as e:  # noqa: BLE001 - handed to the caller
             outcome["error"] = e
         finally:
